@@ -1,0 +1,296 @@
+/*
+ * dds — the discrete diffusion sampler.
+ *
+ * One public header, pure C99 (also valid C++), no CUDA headers. Every entry point returns a
+ * dds_status; on failure a thread-local message naming the argument and the rule it broke is
+ * available from dds_last_error(). Argument structs begin with `struct_size`, are append-only,
+ * and are initialised with their dds_*_init() function (bindings cannot use macro initialisers).
+ *
+ * Memory: with the CUDA backend every array pointer in dds_sample_args / dds_stash_args is a
+ * device pointer (device or managed memory of the sampler's device) and work is queued on the
+ * caller's stream; with the CPU backend every pointer is a host pointer and the call completes
+ * before it returns (the stream argument is ignored). Scalars marked "(host)" are read on the
+ * host in both cases. Nothing in dds_sample / dds_stash_logprobs allocates, synchronises the host
+ * or reads device memory back (except in DDS_FLAG_DEBUG_CHECKS mode, see below).
+ *
+ * Thread safety: different samplers may be used from different threads concurrently. One sampler
+ * must not be used by two threads at the same time (it owns one scratch workspace); the library
+ * detects overlapping calls on one sampler where cheap and returns DDS_ERR_BUSY.
+ *
+ * The exact semantics (formulas, filter order, the random number spec) are in docs/sampling.md.
+ */
+#ifndef DDS_DDS_H_
+#define DDS_DDS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(DDS_BUILDING_LIBRARY)
+#define DDS_API __declspec(dllexport)
+#else
+#define DDS_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define DDS_API __attribute__((visibility("default")))
+#else
+#define DDS_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version. DDS_VERSION_NUMBER = major * 1000000 + minor * 1000 + patch (room for 999 minors and
+ * patches). The SONAME is libdds.so.<major>; within a major version the ABI only grows
+ * (new functions, new fields appended to argument structs).
+ * ------------------------------------------------------------------------------------------- */
+#define DDS_VERSION_MAJOR 0
+#define DDS_VERSION_MINOR 1
+#define DDS_VERSION_PATCH 0
+#define DDS_VERSION_NUMBER \
+  (DDS_VERSION_MAJOR * 1000000 + DDS_VERSION_MINOR * 1000 + DDS_VERSION_PATCH)
+
+/** Version of the loaded library (compare with DDS_VERSION_NUMBER after dlopen). */
+DDS_API int32_t dds_version_number(void);
+/** Version string of the loaded library, e.g. "0.1.0". Static storage. */
+DDS_API const char* dds_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. Values are fixed forever; new codes may be added.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum dds_status {
+  DDS_OK = 0,
+  DDS_ERR_INVALID_ARGUMENT = 1, /* a value breaks a rule (size, stride, enum, range, ...) */
+  DDS_ERR_NULL_POINTER = 2,     /* a required pointer is NULL */
+  DDS_ERR_CAPACITY = 3,         /* exceeds a capacity declared at dds_create */
+  DDS_ERR_UNSUPPORTED = 4,      /* valid but not supported by this build or backend */
+  DDS_ERR_NO_DEVICE = 5,        /* CUDA backend asked for, but no usable CUDA device */
+  DDS_ERR_CUDA = 6,             /* a CUDA runtime call failed; the message has its text */
+  DDS_ERR_OUT_OF_MEMORY = 7,    /* allocation failed (only in dds_create) */
+  DDS_ERR_STRUCT_SIZE = 8,      /* struct_size is 0 or smaller than the first version's size */
+  DDS_ERR_INVALID_VALUE = 9,    /* debug mode: a per-request array value is out of range */
+  DDS_ERR_BUSY = 10,            /* the sampler is in use by another thread */
+  DDS_ERR_INTERNAL = 11         /* a bug in dds; please report */
+} dds_status;
+
+/** Static name of a status code ("DDS_OK", ...); "DDS_UNKNOWN_STATUS" for unknown values. */
+DDS_API const char* dds_status_string(dds_status status);
+
+/** Message of the last failed call on this thread ("" if none). Valid until the next dds call
+ *  on this thread. Names the argument and the rule, e.g.
+ *  "dds_sample: args->row_stride (100) must be >= vocab_size (1025)". */
+DDS_API const char* dds_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Enumerations (explicit values, stored as int32_t in the structs).
+ * ------------------------------------------------------------------------------------------- */
+typedef enum dds_backend { DDS_BACKEND_CPU = 0, DDS_BACKEND_CUDA = 1 } dds_backend;
+
+typedef enum dds_dtype { DDS_DTYPE_F32 = 0, DDS_DTYPE_BF16 = 1, DDS_DTYPE_F16 = 2 } dds_dtype;
+
+/** Which distribution the statistics (logprob, confidence, margin, entropy, probs) describe. */
+typedef enum dds_stats_mode {
+  DDS_STATS_PROCESSED = 0, /* after guidance, ban, temperature and filters (what was sampled) */
+  DDS_STATS_GUIDED = 1     /* after guidance and ban only: temperature 1, no filters */
+} dds_stats_mode;
+
+/** Sampler flags (dds_sampler_config.flags). */
+#define DDS_FLAG_DEBUG_CHECKS 1u /* validate device-resident per-request arrays on the host
+                                    (copies them back and synchronises: slow, for debugging) */
+
+/** Bits of the optional per-request status array (int32_t per request, 0 = all good). A set bit
+ *  means a value was out of range and was replaced by the documented rule; the call still
+ *  succeeds. In debug mode the same conditions are returned as DDS_ERR_INVALID_VALUE. */
+#define DDS_REQ_BAD_TEMPERATURE 1   /* NaN, negative or infinite: 1.0 used */
+#define DDS_REQ_BAD_GUIDANCE 2      /* NaN or infinite guidance scale: 0 (no guidance) used */
+#define DDS_REQ_BAD_TOP_K 4         /* negative: 0 (off) used */
+#define DDS_REQ_BAD_TOP_P 8         /* NaN: 1 (off) used */
+#define DDS_REQ_BAD_MIN_P 16        /* NaN or negative: 0 (off) used */
+#define DDS_REQ_BAD_UNCOND_ROWS 32  /* uncond rows outside [0, uncond_num_rows): no guidance */
+#define DDS_REQ_EMPTY_ROW 64        /* a row had no finite, unbanned column: token 0 written */
+#define DDS_REQ_BAD_SLOT 128        /* stash: slot outside [0, num_slots): request skipped */
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampler creation.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct dds_sampler dds_sampler; /* opaque */
+
+/** The CUDA stream type: the same type as cudaStream_t / CUstream. NULL = legacy default. */
+typedef struct CUstream_st* dds_stream;
+
+typedef struct dds_sampler_config {
+  size_t struct_size;      /* sizeof(dds_sampler_config), set by dds_sampler_config_init */
+  int32_t backend;         /* dds_backend. Default DDS_BACKEND_CPU */
+  int32_t device;          /* CUDA device ordinal (CUDA backend only). Default 0 */
+  int32_t vocab_size;      /* V: columns of every logits row, >= 1. Required (default 0) */
+  int32_t max_rows;        /* capacity: most rows in one call, >= 1. Default 4096 */
+  int32_t max_requests;    /* capacity: most requests in one call, >= 1. Default 1024 */
+  int32_t max_stash_width; /* capacity: largest stash top-n, 0..1024. Default 20 */
+  uint32_t flags;          /* DDS_FLAG_* bits. Default 0 */
+} dds_sampler_config;
+
+/** Fills *config with defaults and config->struct_size = struct_size. Pass sizeof(*config).
+ *  Returns DDS_ERR_STRUCT_SIZE if struct_size is too small for the first version of the struct. */
+DDS_API dds_status dds_sampler_config_init(dds_sampler_config* config, size_t struct_size);
+
+/** Creates a sampler: validates the config, and on the CUDA backend selects the device and
+ *  allocates the scratch workspace sized from the capacities (the only allocation dds makes).
+ *  *out is set to NULL on failure. DDS_ERR_NO_DEVICE if the CUDA backend is asked for where no
+ *  device exists or the library was built without CUDA (DDS_ERR_UNSUPPORTED in the latter). */
+DDS_API dds_status dds_create(const dds_sampler_config* config, dds_sampler** out);
+
+/** Destroys a sampler (NULL is allowed and does nothing). With the CUDA backend the caller must
+ *  make sure no work queued with this sampler is still running (e.g. synchronise the stream). */
+DDS_API dds_status dds_destroy(dds_sampler* sampler);
+
+/** Backend of a sampler (DDS_BACKEND_*), written to *out. */
+DDS_API dds_status dds_sampler_backend(const dds_sampler* sampler, int32_t* out);
+
+/** 1 if this build of the library has the CUDA backend, else 0. */
+DDS_API int32_t dds_has_cuda(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * dds_sample: one denoising step for every row.
+ *
+ * Rows of all requests are packed: request r owns rows [row_offsets[r], row_offsets[r+1]).
+ * Per row, with c the conditional logits, u the unconditional logits (guided requests only),
+ * g, T, k, p, min_p the request's parameters:
+ *   l = fmaf(g, c - u, c)              (guidance; l = c for unguided requests; -inf if c or u is)
+ *   l[banned_token] = -inf; NaN -> -inf; +inf -> FLT_MAX
+ *   a = l * (1/T)                      (fp32; T = 0 is greedy: token = argmax l, ties lower id)
+ *   keep = top-k, then top-p, then min-p of softmax(a), each renormalising the previous set
+ *   token ~ softmax(a) over keep       (two-level Gumbel-max, counter-based Philox noise)
+ * Per-request arrays may be NULL: the scalar field of the same name (singular) is used.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct dds_sample_args {
+  size_t struct_size; /* sizeof(dds_sample_args), set by dds_sample_args_init */
+
+  /* --- layout --- */
+  int32_t num_rows;     /* (host) rows in this call, 0..max_rows. 0 is a no-op */
+  int32_t num_requests; /* (host) requests, 1..max_requests */
+  /* [num_requests + 1] row offsets: 0 = row_offsets[0] <= ... <= row_offsets[num_requests] =
+   * num_rows. NULL: one row per request (num_requests must equal num_rows). */
+  const int32_t* row_offsets;
+  /* [num_rows] canvas position of each row, used to key the random numbers (so packing only the
+   * masked rows of a canvas does not change the draws). NULL: the row's index in its request. */
+  const int32_t* positions;
+
+  /* --- logits --- */
+  const void* logits;   /* [num_rows, row_stride] conditional logits, dtype `dtype`. Required */
+  int32_t dtype;        /* (host) dds_dtype of logits and uncond_logits. Default F32 */
+  int64_t row_stride;   /* (host) elements between rows, >= vocab_size. Default 0 = vocab_size */
+
+  /* --- classifier-free guidance --- */
+  /* [uncond_num_rows, uncond_row_stride] unconditional logits, or NULL (no request guided). */
+  const void* uncond_logits;
+  int64_t uncond_row_stride; /* (host) elements between rows, >= vocab_size. 0 = vocab_size */
+  int32_t uncond_num_rows;   /* (host) rows in uncond_logits (bound for the offsets below) */
+  /* [num_requests] first uncond row of each request, -1 = request not guided; row j of request
+   * r uses uncond row uncond_row_offsets[r] + j. NULL: uncond_logits has the same layout as
+   * logits (uncond row = cond row) and every request is guided. */
+  const int32_t* uncond_row_offsets;
+  const float* guidance_scales; /* [num_requests] g, or NULL -> guidance_scale */
+  float guidance_scale;         /* default g. Default 0 (off) */
+
+  /* --- temperature and filters, per request --- */
+  const float* temperatures; /* [num_requests] T >= 0, or NULL -> temperature */
+  float temperature;         /* default T. Default 1 */
+  const int32_t* top_ks;     /* [num_requests] k >= 0 (0 = off; k >= V = off), or NULL */
+  int32_t top_k;             /* default k. Default 0 */
+  const float* top_ps;       /* [num_requests] p in (0, 1] (1 = off; p <= 0 keeps 1 token) */
+  float top_p;               /* default p. Default 1 */
+  const float* min_ps;       /* [num_requests] min_p in [0, 1] (0 = off) or NULL */
+  float min_p;               /* default min_p. Default 0 */
+
+  /* --- randomness, per request --- */
+  const uint64_t* seeds; /* [num_requests] Philox key, or NULL -> seed */
+  uint64_t seed;         /* default seed. Default 0 */
+  const uint32_t* steps; /* [num_requests] denoising step (part of the counter), or NULL */
+  uint32_t step;         /* default step. Default 0 */
+
+  int32_t banned_token; /* (host) token id never sampled nor counted (the mask token), -1 none */
+  int32_t stats;        /* (host) dds_stats_mode for logprobs/confidence/margin/entropy/probs */
+
+  /* --- outputs, each optional (NULL skips it), [num_rows] unless said --- */
+  int32_t* tokens;    /* sampled token id */
+  float* logprobs;    /* log-probability of the sampled token under the `stats` distribution */
+  int32_t* argmax;    /* most likely token (ties: lower id); the same under both stats modes */
+  float* confidence;  /* max probability of the `stats` distribution */
+  float* margin;      /* p1 - p2 (largest minus second largest probability; p2 = 0 if none) */
+  float* entropy;     /* -sum p log p in nats over the `stats` distribution */
+  void* probs;        /* [num_rows, probs_row_stride] the `stats` distribution, probs_dtype */
+  int32_t probs_dtype;      /* (host) dds_dtype of probs. Default F32 */
+  int64_t probs_row_stride; /* (host) elements between probs rows, >= V. 0 = vocab_size */
+  int32_t* request_status;  /* [num_requests] DDS_REQ_* bits, optional */
+} dds_sample_args;
+
+/** Fills *args with the defaults above and args->struct_size = struct_size (pass sizeof). */
+DDS_API dds_status dds_sample_args_init(dds_sample_args* args, size_t struct_size);
+
+/** Queues one sampling step on `stream` (CUDA backend) or runs it (CPU backend). */
+DDS_API dds_status dds_sample(dds_sampler* sampler, const dds_sample_args* args,
+                              dds_stream stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * dds_stash_logprobs: top log-probabilities of converged requests, written per slot.
+ *
+ * For each request r with keep[r] != 0, for its first num_valid[r] rows j (row i =
+ * row_offsets[r] + j), writes entry e = 0..num_top of slot row (slot = slots[r], j):
+ *   e = 0: committed_tokens[i] when given, else the argmax (ties: lower id);
+ *   e >= 1: the request's own ids token_ids[r * num_top + e - 1] for e <= num_token_ids[r],
+ *           else (when the request has no ids of its own, num_token_ids[r] == 0) the top-num_top
+ *           tokens by log-prob, ties to the lower id; padding (requests with fewer ids than
+ *           num_top, or V < num_top) is token 0 with log-prob -inf and rank 0.
+ * Values: log_softmax(l / T) over finite columns (logits_mode = 0), or the tempered logits
+ * l / T themselves (logits_mode = 1); T <= 0 is treated as 1. Rank of a token t: 1 + the number
+ * of tokens with a strictly larger value (so ties share a rank; 1 = most likely).
+ * Output element (slot, j, e) is at index (slot * rows_per_slot + j) * (num_top + 1) + e.
+ * Requests not kept are not touched, nor are rows j >= num_valid[r] of kept ones.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct dds_stash_args {
+  size_t struct_size; /* sizeof(dds_stash_args), set by dds_stash_args_init */
+
+  int32_t num_rows;           /* (host) rows, 0..max_rows */
+  int32_t num_requests;       /* (host) requests, 1..max_requests */
+  const int32_t* row_offsets; /* [num_requests + 1] as in dds_sample_args; NULL = 1 row each */
+
+  const void* logits; /* [num_rows, row_stride] logits. Required */
+  int32_t dtype;      /* (host) dds_dtype. Default F32 */
+  int64_t row_stride; /* (host) elements between rows, >= vocab_size. 0 = vocab_size */
+
+  const uint8_t* keep;       /* [num_requests] nonzero = stash this request. NULL = all */
+  const int32_t* slots;      /* [num_requests] output slot of each request. NULL = r */
+  const int32_t* num_valid;  /* [num_requests] rows to write (clamped to the request's rows and
+                                to rows_per_slot; negative = 0). NULL = all rows */
+  const float* temperatures; /* [num_requests] T, or NULL -> temperature */
+  float temperature;         /* default T. Default 1 */
+  const int32_t* committed_tokens; /* [num_rows] entry-0 token per row, or NULL = argmax */
+  const int32_t* token_ids;      /* [num_requests, num_top] each request's own ids, or NULL */
+  const int32_t* num_token_ids;  /* [num_requests] 0..num_top ids used per request; NULL with
+                                    token_ids set = num_top each */
+  int32_t num_top;       /* (host) n, 0..max_stash_width; entries per row = n + 1. Default 20 */
+  int32_t logits_mode;   /* (host) 0 = log-probs, 1 = tempered logits. Default 0 */
+  int32_t num_slots;     /* (host) slots in the outputs (slots[r] must be below). Required */
+  int32_t rows_per_slot; /* (host) rows per slot in the outputs. Required */
+
+  /* outputs: [num_slots, rows_per_slot, num_top + 1]; each optional but at least one given */
+  int32_t* out_token_ids;
+  float* out_logprobs;
+  int32_t* out_ranks;
+  int32_t* request_status; /* [num_requests] DDS_REQ_* bits, optional */
+} dds_stash_args;
+
+/** Fills *args with the defaults above and args->struct_size = struct_size (pass sizeof). */
+DDS_API dds_status dds_stash_args_init(dds_stash_args* args, size_t struct_size);
+
+/** Queues (CUDA) or runs (CPU) the stash. */
+DDS_API dds_status dds_stash_logprobs(dds_sampler* sampler, const dds_stash_args* args,
+                                      dds_stream stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DDS_DDS_H_ */

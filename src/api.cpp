@@ -1,0 +1,611 @@
+// The C ABI: shims (no exception crosses it), argument validation with messages that name the
+// argument and the rule, normalisation, dispatch to a backend.
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "internal.h"
+
+namespace dds {
+namespace {
+thread_local std::string g_last_error;
+
+#define DDS_STR2(x) #x
+#define DDS_STR(x) DDS_STR2(x)
+const char kVersionString[] =
+    DDS_STR(DDS_VERSION_MAJOR) "." DDS_STR(DDS_VERSION_MINOR) "." DDS_STR(DDS_VERSION_PATCH);
+
+// RAII guard for the one-call-at-a-time rule of a sampler.
+class BusyGuard {
+ public:
+  explicit BusyGuard(dds_sampler* s) : s_(s) { ok_ = !s_->busy.exchange(true); }
+  ~BusyGuard() {
+    if (ok_) s_->busy.store(false);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  dds_sampler* s_;
+  bool ok_;
+};
+
+template <typename F>
+dds_status guarded(const char* fn, F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(DDS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  } catch (const std::exception& e) {
+    return fail(DDS_ERR_INTERNAL, "%s: internal error: %s", fn, e.what());
+  } catch (...) {
+    return fail(DDS_ERR_INTERNAL, "%s: internal error (unknown exception)", fn);
+  }
+}
+
+bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+// Resolves a row stride (0 = vocab) and checks it.
+dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab) {
+  if (*stride == 0) *stride = vocab;
+  if (*stride < vocab)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%lld) must be >= vocab_size (%d) or 0",
+                fn, name, (long long)*stride, vocab);
+  return DDS_OK;
+}
+
+dds_status check_ptr(Backend& be, const char* fn, const char* name, const void* p,
+                     size_t align) {
+  if (p == nullptr) return DDS_OK;
+  if (!aligned(p, align))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%p) must be aligned to %zu bytes", fn,
+                name, p, align);
+  return be.check_pointer(p, fn, name);
+}
+
+// Reads `n` elements of a per-request or per-row array to the host (debug checks, and row
+// offsets on host-readable backends).
+template <typename T>
+dds_status fetch(Backend& be, const T* src, size_t n, std::vector<T>* dst, dds_stream stream) {
+  dst->resize(n);
+  if (n == 0) return DDS_OK;
+  return be.copy_to_host(dst->data(), src, n * sizeof(T), stream);
+}
+
+dds_status check_row_offsets(Backend& be, const char* fn, const int32_t* offs, int32_t num_requests,
+                             int32_t num_rows, dds_stream stream) {
+  std::vector<int32_t> h;
+  dds_status st = fetch(be, offs, (size_t)num_requests + 1, &h, stream);
+  if (st != DDS_OK) return st;
+  if (h[0] != 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets[0] (%d) must be 0", fn, h[0]);
+  for (int32_t r = 0; r < num_requests; ++r) {
+    if (h[r + 1] < h[r])
+      return fail(DDS_ERR_INVALID_ARGUMENT,
+                  "%s: args->row_offsets must be non-decreasing: row_offsets[%d] = %d < "
+                  "row_offsets[%d] = %d",
+                  fn, r + 1, h[r + 1], r, h[r]);
+  }
+  if (h[num_requests] != num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
+                h[num_requests], num_rows);
+  return DDS_OK;
+}
+
+template <typename T, typename Bad>
+dds_status debug_check_array(Backend& be, const char* fn, const char* name, const T* arr, int32_t n,
+                             dds_stream stream, Bad bad) {
+  if (arr == nullptr) return DDS_OK;
+  std::vector<T> h;
+  dds_status st = fetch(be, arr, (size_t)n, &h, stream);
+  if (st != DDS_OK) return st;
+  for (int32_t r = 0; r < n; ++r) {
+    const char* rule = bad(h[r]);
+    if (rule)
+      return fail(DDS_ERR_INVALID_VALUE, "%s: args->%s[%d] (request %d) %s", fn, name, r, r, rule);
+  }
+  return DDS_OK;
+}
+
+const char* bad_temperature(float t) {
+  return (std::isnan(t) || t < 0.f || std::isinf(t)) ? "must be a finite temperature >= 0"
+                                                     : nullptr;
+}
+const char* bad_guidance(float g) {
+  return std::isfinite(g) ? nullptr : "must be a finite guidance scale";
+}
+const char* bad_top_k(int32_t k) { return k < 0 ? "must be >= 0 (0 = off)" : nullptr; }
+const char* bad_top_p(float p) { return std::isnan(p) ? "must not be NaN" : nullptr; }
+const char* bad_min_p(float p) {
+  return (std::isnan(p) || p < 0.f) ? "must be >= 0 (0 = off)" : nullptr;
+}
+
+dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream) {
+  const char* fn = "dds_sample";
+  const int32_t V = s->config.vocab_size;
+  Backend& be = *s->backend;
+  if (a->num_rows < 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
+  if (a->num_rows > s->config.max_rows)
+    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
+                a->num_rows, s->config.max_rows);
+  if (a->num_rows == 0) return DDS_OK;
+  if (a->num_requests < 1)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
+                a->num_requests);
+  if (a->num_requests > s->config.max_requests)
+    return fail(DDS_ERR_CAPACITY,
+                "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)", fn,
+                a->num_requests, s->config.max_requests);
+  if (a->num_requests > a->num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->num_requests (%d) must be <= num_rows (%d) (every request owns a row; "
+                "leave requests without rows out of the call)",
+                fn, a->num_requests, a->num_rows);
+  if (a->row_offsets == nullptr && a->num_requests != a->num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
+                "num_rows (%d)",
+                fn, a->num_requests, a->num_rows);
+  if (a->logits == nullptr) return fail(DDS_ERR_NULL_POINTER, "%s: args->logits is NULL", fn);
+  if (!dtype_valid(a->dtype))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
+                a->dtype);
+  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V);
+  if (st != DDS_OK) return st;
+  if (a->uncond_logits != nullptr) {
+    st = resolve_stride(fn, "uncond_row_stride", &a->uncond_row_stride, V);
+    if (st != DDS_OK) return st;
+    if (a->uncond_num_rows < 0)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->uncond_num_rows (%d) must be >= 0", fn,
+                  a->uncond_num_rows);
+    if (a->uncond_row_offsets == nullptr && a->uncond_num_rows < a->num_rows)
+      return fail(DDS_ERR_INVALID_ARGUMENT,
+                  "%s: args->uncond_num_rows (%d) must be >= num_rows (%d) when "
+                  "uncond_row_offsets is NULL (uncond rows mirror the logits rows)",
+                  fn, a->uncond_num_rows, a->num_rows);
+  } else if (a->uncond_row_offsets != nullptr) {
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->uncond_row_offsets is given but args->uncond_logits is NULL", fn);
+  }
+  if (!std::isfinite(a->guidance_scale))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->guidance_scale (%g) must be finite", fn,
+                (double)a->guidance_scale);
+  if (const char* r = bad_temperature(a->temperature))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) %s", fn,
+                (double)a->temperature, r);
+  if (const char* r = bad_top_k(a->top_k))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_k (%d) %s", fn, a->top_k, r);
+  if (const char* r = bad_top_p(a->top_p))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_p %s", fn, r);
+  if (const char* r = bad_min_p(a->min_p))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->min_p (%g) %s", fn, (double)a->min_p, r);
+  if (a->banned_token < -1 || a->banned_token >= V)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
+                a->banned_token, V);
+  if (a->stats != DDS_STATS_PROCESSED && a->stats != DDS_STATS_GUIDED)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->stats (%d) must be DDS_STATS_PROCESSED (0) or DDS_STATS_GUIDED (1)", fn,
+                a->stats);
+  if (a->probs != nullptr) {
+    if (!dtype_valid(a->probs_dtype))
+      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->probs_dtype (%d) is not a dds_dtype", fn,
+                  a->probs_dtype);
+    st = resolve_stride(fn, "probs_row_stride", &a->probs_row_stride, V);
+    if (st != DDS_OK) return st;
+  }
+  if (!a->tokens && !a->logprobs && !a->argmax && !a->confidence && !a->margin && !a->entropy &&
+      !a->probs)
+    return fail(DDS_ERR_NULL_POINTER,
+                "%s: no output given: set at least one of args->tokens, logprobs, argmax, "
+                "confidence, margin, entropy, probs",
+                fn);
+  // Alignment and residency of every pointer.
+  struct P {
+    const char* name;
+    const void* p;
+    size_t align;
+  };
+  const P ptrs[] = {{"row_offsets", a->row_offsets, 4},
+                    {"positions", a->positions, 4},
+                    {"logits", a->logits, dtype_size(a->dtype)},
+                    {"uncond_logits", a->uncond_logits, dtype_size(a->dtype)},
+                    {"uncond_row_offsets", a->uncond_row_offsets, 4},
+                    {"guidance_scales", a->guidance_scales, 4},
+                    {"temperatures", a->temperatures, 4},
+                    {"top_ks", a->top_ks, 4},
+                    {"top_ps", a->top_ps, 4},
+                    {"min_ps", a->min_ps, 4},
+                    {"seeds", a->seeds, 8},
+                    {"steps", a->steps, 4},
+                    {"tokens", a->tokens, 4},
+                    {"logprobs", a->logprobs, 4},
+                    {"argmax", a->argmax, 4},
+                    {"confidence", a->confidence, 4},
+                    {"margin", a->margin, 4},
+                    {"entropy", a->entropy, 4},
+                    {"probs", a->probs, a->probs ? dtype_size(a->probs_dtype) : 1},
+                    {"request_status", a->request_status, 4}};
+  for (const P& p : ptrs) {
+    st = check_ptr(be, fn, p.name, p.p, p.align);
+    if (st != DDS_OK) return st;
+  }
+  const bool debug = (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0;
+  if (a->row_offsets && (be.host_readable() || debug)) {
+    st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
+    if (st != DDS_OK) return st;
+  }
+  if (debug) {
+    const int32_t n = a->num_requests;
+    if ((st = debug_check_array(be, fn, "temperatures", a->temperatures, n, stream,
+                                bad_temperature)) != DDS_OK ||
+        (st = debug_check_array(be, fn, "guidance_scales", a->guidance_scales, n, stream,
+                                bad_guidance)) != DDS_OK ||
+        (st = debug_check_array(be, fn, "top_ks", a->top_ks, n, stream, bad_top_k)) != DDS_OK ||
+        (st = debug_check_array(be, fn, "top_ps", a->top_ps, n, stream, bad_top_p)) != DDS_OK ||
+        (st = debug_check_array(be, fn, "min_ps", a->min_ps, n, stream, bad_min_p)) != DDS_OK)
+      return st;
+    if (a->uncond_logits && a->uncond_row_offsets) {
+      std::vector<int32_t> offs, uoffs;
+      if ((st = fetch(be, a->uncond_row_offsets, (size_t)n, &uoffs, stream)) != DDS_OK) return st;
+      if (a->row_offsets) {
+        if ((st = fetch(be, a->row_offsets, (size_t)n + 1, &offs, stream)) != DDS_OK) return st;
+      } else {
+        offs.resize((size_t)n + 1);
+        for (int32_t r = 0; r <= n; ++r) offs[r] = r;
+      }
+      for (int32_t r = 0; r < n; ++r) {
+        if (uoffs[r] < 0) continue;
+        const int64_t end = (int64_t)uoffs[r] + (offs[r + 1] - offs[r]);
+        if (end > a->uncond_num_rows)
+          return fail(DDS_ERR_INVALID_VALUE,
+                      "%s: args->uncond_row_offsets[%d] (request %d) = %d: its rows end at %lld > "
+                      "uncond_num_rows (%d)",
+                      fn, r, r, uoffs[r], (long long)end, a->uncond_num_rows);
+      }
+    }
+  }
+  return DDS_OK;
+}
+
+dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) {
+  const char* fn = "dds_stash_logprobs";
+  const int32_t V = s->config.vocab_size;
+  Backend& be = *s->backend;
+  if (a->num_rows < 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
+  if (a->num_rows > s->config.max_rows)
+    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
+                a->num_rows, s->config.max_rows);
+  if (a->num_top < 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_top (%d) must be >= 0", fn, a->num_top);
+  if (a->num_top > s->config.max_stash_width)
+    return fail(DDS_ERR_CAPACITY,
+                "%s: args->num_top (%d) exceeds the sampler's max_stash_width (%d)", fn,
+                a->num_top, s->config.max_stash_width);
+  if (a->num_rows == 0) return DDS_OK;
+  if (a->num_requests < 1)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
+                a->num_requests);
+  if (a->num_requests > s->config.max_requests)
+    return fail(DDS_ERR_CAPACITY,
+                "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)", fn,
+                a->num_requests, s->config.max_requests);
+  if (a->num_requests > a->num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be <= num_rows (%d)",
+                fn, a->num_requests, a->num_rows);
+  if (a->row_offsets == nullptr && a->num_requests != a->num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
+                "num_rows (%d)",
+                fn, a->num_requests, a->num_rows);
+  if (a->logits == nullptr) return fail(DDS_ERR_NULL_POINTER, "%s: args->logits is NULL", fn);
+  if (!dtype_valid(a->dtype))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
+                a->dtype);
+  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V);
+  if (st != DDS_OK) return st;
+  if (const char* r = bad_temperature(a->temperature))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) %s", fn,
+                (double)a->temperature, r);
+  if (a->logits_mode != 0 && a->logits_mode != 1)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->logits_mode (%d) must be 0 (log-probs) or 1 (tempered logits)", fn,
+                a->logits_mode);
+  if (a->num_slots < 1)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_slots (%d) must be >= 1", fn,
+                a->num_slots);
+  if (a->rows_per_slot < 1)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->rows_per_slot (%d) must be >= 1", fn,
+                a->rows_per_slot);
+  if ((int64_t)a->num_slots * a->rows_per_slot * (a->num_top + 1) > INT32_MAX)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->num_slots * rows_per_slot * (num_top + 1) must fit in int32", fn);
+  if (a->num_token_ids != nullptr && a->token_ids == nullptr)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->num_token_ids is given but args->token_ids is NULL", fn);
+  if (!a->out_token_ids && !a->out_logprobs && !a->out_ranks)
+    return fail(DDS_ERR_NULL_POINTER,
+                "%s: no output given: set at least one of args->out_token_ids, out_logprobs, "
+                "out_ranks",
+                fn);
+  struct P {
+    const char* name;
+    const void* p;
+    size_t align;
+  };
+  const P ptrs[] = {{"row_offsets", a->row_offsets, 4},
+                    {"logits", a->logits, dtype_size(a->dtype)},
+                    {"keep", a->keep, 1},
+                    {"slots", a->slots, 4},
+                    {"num_valid", a->num_valid, 4},
+                    {"temperatures", a->temperatures, 4},
+                    {"committed_tokens", a->committed_tokens, 4},
+                    {"token_ids", a->token_ids, 4},
+                    {"num_token_ids", a->num_token_ids, 4},
+                    {"out_token_ids", a->out_token_ids, 4},
+                    {"out_logprobs", a->out_logprobs, 4},
+                    {"out_ranks", a->out_ranks, 4},
+                    {"request_status", a->request_status, 4}};
+  for (const P& p : ptrs) {
+    st = check_ptr(be, fn, p.name, p.p, p.align);
+    if (st != DDS_OK) return st;
+  }
+  const bool debug = (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0;
+  if (a->row_offsets && (be.host_readable() || debug)) {
+    st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
+    if (st != DDS_OK) return st;
+  }
+  if (debug) {
+    const int32_t n = a->num_requests, ns = a->num_slots, nt = a->num_top;
+    if ((st = debug_check_array(be, fn, "temperatures", a->temperatures, n, stream,
+                                bad_temperature)) != DDS_OK)
+      return st;
+    if ((st = debug_check_array(be, fn, "slots", a->slots, n, stream, [ns](int32_t v) {
+           return (v < 0 || v >= ns) ? "must be in [0, num_slots)" : nullptr;
+         })) != DDS_OK)
+      return st;
+    if ((st = debug_check_array(be, fn, "num_token_ids", a->num_token_ids, n, stream,
+                                [nt](int32_t v) {
+                                  return (v < 0 || v > nt) ? "must be in [0, num_top]" : nullptr;
+                                })) != DDS_OK)
+      return st;
+  }
+  return DDS_OK;
+}
+
+}  // namespace
+
+dds_status fail(dds_status status, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  g_last_error = buf;
+  return status;
+}
+
+void clear_error() { g_last_error.clear(); }
+
+}  // namespace dds
+
+using dds::fail;
+
+extern "C" {
+
+DDS_API int32_t dds_version_number(void) { return DDS_VERSION_NUMBER; }
+DDS_API const char* dds_version_string(void) { return dds::kVersionString; }
+DDS_API int32_t dds_has_cuda(void) { return dds::cuda_backend_built() ? 1 : 0; }
+
+DDS_API const char* dds_status_string(dds_status status) {
+  switch (status) {
+    case DDS_OK: return "DDS_OK";
+    case DDS_ERR_INVALID_ARGUMENT: return "DDS_ERR_INVALID_ARGUMENT";
+    case DDS_ERR_NULL_POINTER: return "DDS_ERR_NULL_POINTER";
+    case DDS_ERR_CAPACITY: return "DDS_ERR_CAPACITY";
+    case DDS_ERR_UNSUPPORTED: return "DDS_ERR_UNSUPPORTED";
+    case DDS_ERR_NO_DEVICE: return "DDS_ERR_NO_DEVICE";
+    case DDS_ERR_CUDA: return "DDS_ERR_CUDA";
+    case DDS_ERR_OUT_OF_MEMORY: return "DDS_ERR_OUT_OF_MEMORY";
+    case DDS_ERR_STRUCT_SIZE: return "DDS_ERR_STRUCT_SIZE";
+    case DDS_ERR_INVALID_VALUE: return "DDS_ERR_INVALID_VALUE";
+    case DDS_ERR_BUSY: return "DDS_ERR_BUSY";
+    case DDS_ERR_INTERNAL: return "DDS_ERR_INTERNAL";
+  }
+  return "DDS_UNKNOWN_STATUS";
+}
+
+DDS_API const char* dds_last_error(void) { return dds::g_last_error.c_str(); }
+
+DDS_API dds_status dds_sampler_config_init(dds_sampler_config* config, size_t struct_size) {
+  dds::clear_error();
+  if (!config) return fail(DDS_ERR_NULL_POINTER, "dds_sampler_config_init: config is NULL");
+  if (struct_size < dds::kSamplerConfigV1Size)
+    return fail(DDS_ERR_STRUCT_SIZE,
+                "dds_sampler_config_init: struct_size (%zu) is smaller than "
+                "sizeof(dds_sampler_config) of version 1 (%zu)",
+                struct_size, dds::kSamplerConfigV1Size);
+  dds_sampler_config c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = struct_size < sizeof c ? struct_size : sizeof c;
+  c.backend = DDS_BACKEND_CPU;
+  c.device = 0;
+  c.vocab_size = 0;
+  c.max_rows = 4096;
+  c.max_requests = 1024;
+  c.max_stash_width = 20;
+  c.flags = 0;
+  std::memset(config, 0, struct_size);
+  std::memcpy(config, &c, sizeof c < struct_size ? sizeof c : struct_size);
+  config->struct_size = struct_size;
+  return DDS_OK;
+}
+
+DDS_API dds_status dds_sample_args_init(dds_sample_args* args, size_t struct_size) {
+  dds::clear_error();
+  if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_sample_args_init: args is NULL");
+  if (struct_size < dds::kSampleArgsV1Size)
+    return fail(DDS_ERR_STRUCT_SIZE,
+                "dds_sample_args_init: struct_size (%zu) is smaller than sizeof(dds_sample_args) "
+                "of version 1 (%zu)",
+                struct_size, dds::kSampleArgsV1Size);
+  dds_sample_args a;
+  std::memset(&a, 0, sizeof a);
+  a.num_requests = 1;
+  a.dtype = DDS_DTYPE_F32;
+  a.uncond_num_rows = 0;
+  a.guidance_scale = 0.f;
+  a.temperature = 1.f;
+  a.top_k = 0;
+  a.top_p = 1.f;
+  a.min_p = 0.f;
+  a.seed = 0;
+  a.step = 0;
+  a.banned_token = -1;
+  a.stats = DDS_STATS_PROCESSED;
+  a.probs_dtype = DDS_DTYPE_F32;
+  std::memset(args, 0, struct_size);
+  std::memcpy(args, &a, sizeof a < struct_size ? sizeof a : struct_size);
+  args->struct_size = struct_size;
+  return DDS_OK;
+}
+
+DDS_API dds_status dds_stash_args_init(dds_stash_args* args, size_t struct_size) {
+  dds::clear_error();
+  if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_stash_args_init: args is NULL");
+  if (struct_size < dds::kStashArgsV1Size)
+    return fail(DDS_ERR_STRUCT_SIZE,
+                "dds_stash_args_init: struct_size (%zu) is smaller than sizeof(dds_stash_args) of "
+                "version 1 (%zu)",
+                struct_size, dds::kStashArgsV1Size);
+  dds_stash_args a;
+  std::memset(&a, 0, sizeof a);
+  a.num_requests = 1;
+  a.dtype = DDS_DTYPE_F32;
+  a.temperature = 1.f;
+  a.num_top = 20;
+  a.logits_mode = 0;
+  std::memset(args, 0, struct_size);
+  std::memcpy(args, &a, sizeof a < struct_size ? sizeof a : struct_size);
+  args->struct_size = struct_size;
+  return DDS_OK;
+}
+
+DDS_API dds_status dds_create(const dds_sampler_config* config, dds_sampler** out) {
+  dds::clear_error();
+  if (out) *out = nullptr;
+  return dds::guarded("dds_create", [&]() -> dds_status {
+    if (!config) return fail(DDS_ERR_NULL_POINTER, "dds_create: config is NULL");
+    if (!out) return fail(DDS_ERR_NULL_POINTER, "dds_create: out is NULL");
+    if (config->struct_size < dds::kSamplerConfigV1Size)
+      return fail(DDS_ERR_STRUCT_SIZE,
+                  "dds_create: config->struct_size (%zu) is smaller than sizeof(dds_sampler_config) "
+                  "of version 1 (%zu): call dds_sampler_config_init first",
+                  config->struct_size, dds::kSamplerConfigV1Size);
+    dds_sampler_config c;
+    std::memcpy(&c, config, sizeof c);
+    c.struct_size = sizeof c;
+    if (c.backend != DDS_BACKEND_CPU && c.backend != DDS_BACKEND_CUDA)
+      return fail(DDS_ERR_INVALID_ARGUMENT,
+                  "dds_create: config->backend (%d) must be DDS_BACKEND_CPU (0) or "
+                  "DDS_BACKEND_CUDA (1)",
+                  c.backend);
+    if (c.vocab_size < 1)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "dds_create: config->vocab_size (%d) must be >= 1",
+                  c.vocab_size);
+    if (c.max_rows < 1)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "dds_create: config->max_rows (%d) must be >= 1",
+                  c.max_rows);
+    if (c.max_requests < 1)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "dds_create: config->max_requests (%d) must be >= 1",
+                  c.max_requests);
+    if (c.max_stash_width < 0 || c.max_stash_width > 1024)
+      return fail(DDS_ERR_INVALID_ARGUMENT,
+                  "dds_create: config->max_stash_width (%d) must be in [0, 1024]",
+                  c.max_stash_width);
+    if (c.backend == DDS_BACKEND_CUDA && c.device < 0)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "dds_create: config->device (%d) must be >= 0",
+                  c.device);
+    if ((c.flags & ~(uint32_t)DDS_FLAG_DEBUG_CHECKS) != 0)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "dds_create: config->flags (0x%x) has unknown bits",
+                  c.flags);
+    std::unique_ptr<dds_sampler> s(new dds_sampler);
+    s->config = c;
+    dds_status st = c.backend == DDS_BACKEND_CPU ? dds::make_cpu_backend(c, &s->backend)
+                                                 : dds::make_cuda_backend(c, &s->backend);
+    if (st != DDS_OK) return st;
+    *out = s.release();
+    return DDS_OK;
+  });
+}
+
+DDS_API dds_status dds_destroy(dds_sampler* sampler) {
+  dds::clear_error();
+  return dds::guarded("dds_destroy", [&]() -> dds_status {
+    delete sampler;
+    return DDS_OK;
+  });
+}
+
+DDS_API dds_status dds_sampler_backend(const dds_sampler* sampler, int32_t* out) {
+  dds::clear_error();
+  if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_sampler_backend: sampler is NULL");
+  if (!out) return fail(DDS_ERR_NULL_POINTER, "dds_sampler_backend: out is NULL");
+  *out = sampler->config.backend;
+  return DDS_OK;
+}
+
+DDS_API dds_status dds_sample(dds_sampler* sampler, const dds_sample_args* args,
+                              dds_stream stream) {
+  dds::clear_error();
+  return dds::guarded("dds_sample", [&]() -> dds_status {
+    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_sample: sampler is NULL");
+    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_sample: args is NULL");
+    if (args->struct_size < dds::kSampleArgsV1Size)
+      return fail(DDS_ERR_STRUCT_SIZE,
+                  "dds_sample: args->struct_size (%zu) is smaller than sizeof(dds_sample_args) of "
+                  "version 1 (%zu): call dds_sample_args_init first",
+                  args->struct_size, dds::kSampleArgsV1Size);
+    dds::BusyGuard guard(sampler);
+    if (!guard.ok())
+      return fail(DDS_ERR_BUSY,
+                  "dds_sample: sampler is in use by another thread (one call at a time per "
+                  "sampler; create one sampler per thread)");
+    dds_sample_args a;
+    std::memcpy(&a, args, sizeof a);
+    a.struct_size = sizeof a;
+    dds_status st = dds::validate_sample(sampler, &a, stream);
+    if (st != DDS_OK || a.num_rows == 0) return st;
+    return sampler->backend->sample(a, stream);
+  });
+}
+
+DDS_API dds_status dds_stash_logprobs(dds_sampler* sampler, const dds_stash_args* args,
+                                      dds_stream stream) {
+  dds::clear_error();
+  return dds::guarded("dds_stash_logprobs", [&]() -> dds_status {
+    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_stash_logprobs: sampler is NULL");
+    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_stash_logprobs: args is NULL");
+    if (args->struct_size < dds::kStashArgsV1Size)
+      return fail(DDS_ERR_STRUCT_SIZE,
+                  "dds_stash_logprobs: args->struct_size (%zu) is smaller than "
+                  "sizeof(dds_stash_args) of version 1 (%zu): call dds_stash_args_init first",
+                  args->struct_size, dds::kStashArgsV1Size);
+    dds::BusyGuard guard(sampler);
+    if (!guard.ok())
+      return fail(DDS_ERR_BUSY, "dds_stash_logprobs: sampler is in use by another thread");
+    dds_stash_args a;
+    std::memcpy(&a, args, sizeof a);
+    a.struct_size = sizeof a;
+    dds_status st = dds::validate_stash(sampler, &a, stream);
+    if (st != DDS_OK || a.num_rows == 0) return st;
+    return sampler->backend->stash(a, stream);
+  });
+}
+
+}  // extern "C"

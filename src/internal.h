@@ -1,0 +1,69 @@
+// Internal host-side interfaces of libdds: the backend interface, error reporting, helpers.
+// Nothing here is exported (hidden visibility + version script).
+#ifndef DDS_SRC_INTERNAL_H_
+#define DDS_SRC_INTERNAL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dds/dds.h"
+
+namespace dds {
+
+// Records the thread-local error message (printf format) and returns `status`.
+dds_status fail(dds_status status, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void clear_error();
+
+// Size of the first published version of each argument struct: the smallest struct_size that
+// is accepted. (Fields appended later are defaulted when a caller passes an older size.)
+constexpr size_t kSamplerConfigV1Size = sizeof(dds_sampler_config);
+constexpr size_t kSampleArgsV1Size = sizeof(dds_sample_args);
+constexpr size_t kStashArgsV1Size = sizeof(dds_stash_args);
+
+inline size_t dtype_size(int32_t dtype) {
+  return dtype == DDS_DTYPE_F32 ? 4 : 2;
+}
+inline bool dtype_valid(int32_t dtype) {
+  return dtype == DDS_DTYPE_F32 || dtype == DDS_DTYPE_BF16 || dtype == DDS_DTYPE_F16;
+}
+
+// A backend receives arguments that api.cpp has fully validated and normalised: struct_size is
+// sizeof the current struct, strides of 0 are replaced by vocab_size, every host-visible rule
+// holds. Device-resident per-request values are still the backend's to sanitise (see
+// docs/sampling.md §1).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual dds_status sample(const dds_sample_args& args, dds_stream stream) = 0;
+  virtual dds_status stash(const dds_stash_args& args, dds_stream stream) = 0;
+  // Copies `bytes` from memory the backend's arguments live in to host memory and waits
+  // (debug checks only; never on the hot path).
+  virtual dds_status copy_to_host(void* dst, const void* src, size_t bytes, dds_stream stream) = 0;
+  // Checks that `ptr` may be passed to this backend (residency); returns DDS_OK or an error
+  // naming `name`.
+  virtual dds_status check_pointer(const void* ptr, const char* fn, const char* name) = 0;
+  // True when the arguments' arrays are directly readable on the host (CPU backend).
+  virtual bool host_readable() const = 0;
+};
+
+dds_status make_cpu_backend(const dds_sampler_config& cfg, std::unique_ptr<Backend>* out);
+// Defined in cuda_backend.cu when built with CUDA, else in no_cuda.cpp.
+dds_status make_cuda_backend(const dds_sampler_config& cfg, std::unique_ptr<Backend>* out);
+bool cuda_backend_built();
+
+}  // namespace dds
+
+struct dds_sampler {
+  dds_sampler_config config;
+  std::unique_ptr<dds::Backend> backend;
+  std::atomic<bool> busy{false};
+};
+
+#endif  // DDS_SRC_INTERNAL_H_
