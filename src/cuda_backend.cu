@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "internal.h"
+#include "cuda_internal.h"
 
 namespace dds {
 namespace {
@@ -16,8 +16,16 @@ dds_status cuda_fail(cudaError_t e, const char* fn, const char* what) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const dds_sampler_config& cfg) : cfg_(cfg) {}
-  ~CudaBackend() override {}
+  explicit CudaBackend(const dds_sampler_config& cfg) : cfg_(cfg) { ctx_.config = cfg; }
+  ~CudaBackend() override {
+    if (ctx_.workspace) {
+      int prev = 0;
+      cudaGetDevice(&prev);
+      cudaSetDevice(ctx_.device);
+      cudaFree(ctx_.workspace);
+      cudaSetDevice(prev);
+    }
+  }
 
   dds_status init() {
     int count = 0;
@@ -32,14 +40,41 @@ class CudaBackend final : public Backend {
     if (cfg_.device >= count)
       return fail(DDS_ERR_NO_DEVICE, "dds_create: config->device (%d) must be < the %d CUDA device(s)",
                   cfg_.device, count);
+    ctx_.device = cfg_.device;
+    int prev = 0;
+    cudaGetDevice(&prev);
+    if ((e = cudaSetDevice(ctx_.device)) != cudaSuccess) return cuda_fail(e, "dds_create", "cudaSetDevice");
+    cudaDeviceGetAttribute(&ctx_.num_sms, cudaDevAttrMultiProcessorCount, ctx_.device);
+    cudaDeviceGetAttribute(&ctx_.cc_major, cudaDevAttrComputeCapabilityMajor, ctx_.device);
+    cudaDeviceGetAttribute(&ctx_.cc_minor, cudaDevAttrComputeCapabilityMinor, ctx_.device);
+    int optin = 0;
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.device);
+    ctx_.smem_optin = (size_t)optin;
+    size_t a = cuda_sample_workspace_bytes(cfg_), b = cuda_stash_workspace_bytes(cfg_);
+    ctx_.workspace_bytes = a > b ? a : b;
+    if (ctx_.workspace_bytes > 0) {
+      e = cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaSetDevice(prev);
+        return fail(DDS_ERR_OUT_OF_MEMORY, "dds_create: cudaMalloc of the %zu-byte workspace failed: %s",
+                    ctx_.workspace_bytes, cudaGetErrorString(e));
+      }
+      // Zero it once: kernels may rely on counters that they reset themselves after use.
+      cudaMemset(ctx_.workspace, 0, ctx_.workspace_bytes);
+      cudaDeviceSynchronize();
+    }
+    cudaSetDevice(prev);
     return DDS_OK;
   }
 
-  dds_status sample(const dds_sample_args&, dds_stream) override {
-    return fail(DDS_ERR_UNSUPPORTED, "dds_sample: the CUDA kernels are not built yet");
+  dds_status sample(const dds_sample_args& a, dds_stream stream) override {
+    DeviceGuard g(ctx_.device);
+    return cuda_sample(ctx_, a, (cudaStream_t)stream);
   }
-  dds_status stash(const dds_stash_args&, dds_stream) override {
-    return fail(DDS_ERR_UNSUPPORTED, "dds_stash_logprobs: the CUDA kernels are not built yet");
+  dds_status stash(const dds_stash_args& a, dds_stream stream) override {
+    DeviceGuard g(ctx_.device);
+    return cuda_stash(ctx_, a, (cudaStream_t)stream);
   }
 
   dds_status copy_to_host(void* dst, const void* src, size_t bytes, dds_stream stream) override {
@@ -72,7 +107,20 @@ class CudaBackend final : public Backend {
   bool host_readable() const override { return false; }
 
  private:
+  // Makes the sampler's device current for the call, restores the caller's afterwards.
+  struct DeviceGuard {
+    int prev = -1;
+    explicit DeviceGuard(int dev) {
+      cudaGetDevice(&prev);
+      if (prev != dev) cudaSetDevice(dev);
+      else prev = -1;
+    }
+    ~DeviceGuard() {
+      if (prev >= 0) cudaSetDevice(prev);
+    }
+  };
   dds_sampler_config cfg_;
+  CudaContext ctx_;
 };
 
 }  // namespace
