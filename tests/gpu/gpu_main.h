@@ -1,0 +1,34 @@
+// Shared main for the GPU doctest executables (tests/gpu/*.cu).
+//
+// Include this header FIRST and in exactly one translation unit per test executable (each
+// tests/gpu/*.cu is its own executable). It implements doctest and provides main(): when no CUDA
+// device is visible it prints "skipped: no CUDA device" and returns 77, which CTest reports as
+// skipped (SKIP_RETURN_CODE 77 in tests/CMakeLists.txt). GPU tests do not link dds_test_main.
+//
+// Helpers for the tests: DDS_CUDA_CHECK(expr) fails the current test on a CUDA error.
+#pragma once
+
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+#include <cstdio>
+
+#define DDS_CUDA_CHECK(expr)                                                              \
+  do {                                                                                    \
+    cudaError_t dds_cuda_check_err_ = (expr);                                             \
+    if (dds_cuda_check_err_ != cudaSuccess)                                               \
+      FAIL(#expr << " failed: " << cudaGetErrorString(dds_cuda_check_err_));              \
+  } while (0)
+
+int main(int argc, char** argv) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n <= 0) {
+    std::printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  doctest::Context ctx;
+  ctx.applyCommandLine(argc, argv);
+  return ctx.run();
+}
