@@ -51,6 +51,14 @@ class Backend {
   virtual dds_status check_pointer(const void* ptr, const char* fn, const char* name) = 0;
   // True when the arguments' arrays are directly readable on the host (CPU backend).
   virtual bool host_readable() const = 0;
+  // Decoder primitives (api_decode.cpp). The CPU implementations live in api_decode.cpp and
+  // are used whenever host_readable(); a device backend overrides these.
+  virtual dds_status reveal(const dds_reveal_args&, dds_stream) {
+    return fail(DDS_ERR_UNSUPPORTED, "dds_reveal: not implemented on this backend yet");
+  }
+  virtual dds_status verify(const dds_verify_args&, dds_stream) {
+    return fail(DDS_ERR_UNSUPPORTED, "dds_verify_drafts: not implemented on this backend yet");
+  }
 };
 
 dds_status make_cpu_backend(const dds_sampler_config& cfg, std::unique_ptr<Backend>* out);

@@ -289,8 +289,126 @@ DDS_API dds_status dds_stash_args_init(dds_stash_args* args, size_t struct_size)
 DDS_API dds_status dds_stash_logprobs(dds_sampler* sampler, const dds_stash_args* args,
                                       dds_stream stream);
 
+/* ---------------------------------------------------------------------------------------------
+ * dds_reveal: which positions to commit this step (decoder primitive).
+ *
+ * Per row: a score (any float: confidence, margin, -entropy, or the caller's own) and an
+ * eligibility flag. Per request a policy picks rows among the eligible ones; ties break by the
+ * lower canvas position. `reveal[i]` is written for every row (1 = commit, 0 = not). Optionally
+ * each revealed row's token is written into the caller's canvas at its position, and the EOS rule
+ * applied. See docs/decoding.md for the exact rules.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum dds_reveal_policy {
+  DDS_REVEAL_TOP_N = 0,     /* the n best eligible rows (n = counts, or ceil(eligible/steps_left)) */
+  DDS_REVEAL_THRESHOLD = 1, /* every eligible row with score >= threshold, at least the best one */
+  DDS_REVEAL_FACTOR = 2,    /* Fast-dLLM factor rule: the n-th best while score >= 1 - f/(n+1) */
+  DDS_REVEAL_RANDOM = 3     /* n eligible rows uniformly at random (counter-based noise) */
+} dds_reveal_policy;
+
+typedef struct dds_reveal_args {
+  size_t struct_size; /* sizeof(dds_reveal_args), set by dds_reveal_args_init */
+  int32_t num_rows;           /* (host) rows, 0..max_rows */
+  int32_t num_requests;       /* (host) requests, 1..max_requests */
+  const int32_t* row_offsets; /* [num_requests + 1] as in dds_sample_args; NULL = 1 row each */
+  const int32_t* positions;   /* [num_rows] canvas position of each row; NULL = index in request */
+  const float* scores;        /* [num_rows] ranking score, higher is better. Required */
+  const uint8_t* eligible;    /* [num_rows] nonzero = may be revealed; NULL = all rows */
+
+  const int32_t* policies; /* [num_requests] dds_reveal_policy, or NULL -> policy */
+  int32_t policy;          /* default policy. Default DDS_REVEAL_TOP_N */
+  const int32_t* counts;   /* [num_requests] n for TOP_N / RANDOM, or NULL -> count */
+  int32_t count;           /* default n; n <= 0 means "use steps_left". Default 1 */
+  const int32_t* steps_left; /* [num_requests] steps left: n = ceil(eligible / steps_left) when
+                                n <= 0 (steps_left <= 0 counts as 1). NULL: n <= 0 reveals 1 */
+  const float* thresholds;   /* [num_requests] THRESHOLD tau, or NULL -> threshold */
+  float threshold;           /* default tau. Default 0.9 */
+  const float* factors;      /* [num_requests] FACTOR f, or NULL -> factor */
+  float factor;              /* default f. Default 1 */
+  const float* position_temperatures; /* [num_requests] rank TOP_N by score/tau + Gumbel; 0 off */
+  float position_temperature;         /* default. Default 0 */
+  const uint64_t* seeds;  /* [num_requests] noise key (RANDOM, position temperature), or NULL */
+  uint64_t seed;          /* default seed. Default 0 */
+  const uint32_t* steps;  /* [num_requests] step (counter), or NULL -> step */
+  uint32_t step;          /* default step. Default 0 */
+
+  /* canvas (optional): [num_requests, canvas_stride] token ids, one canvas row per request */
+  int32_t* canvas;        /* NULL: no canvas writes, no EOS rule */
+  int64_t canvas_stride;  /* (host) elements between canvas rows, >= canvas_length */
+  int32_t canvas_length;  /* (host) positions per canvas; rows with position outside are never
+                             revealed (and flagged DDS_REQ_BAD_POSITION) */
+  const int32_t* tokens;  /* [num_rows] token of each row written at its position when revealed;
+                             required with canvas */
+  int32_t mask_token;     /* (host) canvas value of a still-masked position (EOS rule) */
+  int32_t eos_token;      /* (host) -1 = no EOS rule. Else: positions after a request's first
+                             EOS in the canvas (before this step) are not eligible, and
+                             finished[r] = 1 when after this step the canvas holds an EOS and no
+                             position before the first EOS is masked */
+
+  /* outputs */
+  uint8_t* reveal;          /* [num_rows] 1 = revealed. Required */
+  int32_t* num_revealed;    /* [num_requests] rows revealed per request, optional */
+  int32_t* finished;        /* [num_requests] EOS rule result (0/1), optional */
+  int32_t* request_status;  /* [num_requests] DDS_REQ_* bits, optional */
+} dds_reveal_args;
+
+#define DDS_REQ_BAD_POLICY 256    /* unknown policy: TOP_N used */
+#define DDS_REQ_BAD_POSITION 512  /* a row's position is outside [0, canvas_length) */
+
+DDS_API dds_status dds_reveal_args_init(dds_reveal_args* args, size_t struct_size);
+DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args,
+                              dds_stream stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * dds_verify_drafts: exact speculative verification (Leviathan et al. 2023).
+ *
+ * Request r drafted n_r <= num_drafts tokens d_0.. with draft distributions q_i (draft logits
+ * rows) and has n_r + 1 target rows p_0..p_n. Both go through temperature and the filters of
+ * dds_sample (no guidance in this version). Draft i is accepted with probability
+ * min(1, p_i(d_i) / q_i(d_i)) in order; at the first rejection a token is sampled from the
+ * normalised residual max(p_i - q_i, 0) (from p_i if that is all zero); if all are accepted one
+ * more token is sampled from p_n. Output per request: the accepted count a and the a + 1 output
+ * tokens (the accepted drafts, then the corrected or bonus token), padded with -1.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct dds_verify_args {
+  size_t struct_size; /* sizeof(dds_verify_args), set by dds_verify_args_init */
+  int32_t num_requests;  /* (host) requests, 1..max_requests */
+  int32_t num_drafts;    /* (host) n: drafts per request (capacity of the layouts below), >= 0 */
+  const int32_t* draft_counts; /* [num_requests] n_r in [0, n], or NULL = n each */
+  const int32_t* draft_tokens; /* [num_requests, n] drafted token ids. Required if n > 0 */
+  const void* draft_logits;    /* [num_requests * n, draft_row_stride]: row r*n + i is q_i */
+  int64_t draft_row_stride;    /* (host) elements, >= vocab_size. 0 = vocab_size */
+  const void* target_logits;   /* [num_requests * (n+1), target_row_stride]: row r*(n+1)+i */
+  int64_t target_row_stride;   /* (host) elements, >= vocab_size. 0 = vocab_size */
+  int32_t dtype;               /* (host) dds_dtype of both logits tensors. Default F32 */
+  const float* temperatures;   /* [num_requests] or NULL -> temperature (0 = greedy) */
+  float temperature;
+  const int32_t* top_ks;
+  int32_t top_k;
+  const float* top_ps;
+  float top_p;
+  const float* min_ps;
+  float min_p;
+  const uint64_t* seeds;
+  uint64_t seed;
+  const uint32_t* steps;
+  uint32_t step;
+  int32_t banned_token; /* (host) -1 none */
+
+  /* outputs */
+  int32_t* accepted_counts; /* [num_requests] a in [0, n_r]. Required */
+  int32_t* out_tokens;      /* [num_requests, n + 1] a + 1 tokens then -1. Required */
+  float* out_logprobs;      /* [num_requests, n + 1] log p_i(token) (target, processed); padding
+                               -inf. Optional */
+  int32_t* request_status;  /* [num_requests] DDS_REQ_* bits, optional */
+} dds_verify_args;
+
+DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_size);
+DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args* args,
+                                     dds_stream stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
+
 #endif
 
 #endif /* DDS_DDS_H_ */

@@ -1,0 +1,545 @@
+// Decoder primitives: dds_reveal (which positions to commit) and dds_verify_drafts (exact
+// speculative verification). C ABI entry points, validation, and the CPU reference
+// implementations (docs/decoding.md). Device backends override Backend::reveal / verify.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "internal.h"
+#include "rng.h"
+
+namespace dds {
+namespace {
+
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+constexpr uint32_t kSaltVerifyBlock = 0x56424C31u;  // "VBL1"
+constexpr uint32_t kSaltVerifyToken = 0x56544B31u;  // "VTK1"
+
+template <typename F>
+dds_status guarded(const char* fn, F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(DDS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  } catch (...) {
+    return fail(DDS_ERR_INTERNAL, "%s: internal error (exception)", fn);
+  }
+}
+
+struct Busy {
+  explicit Busy(dds_sampler* s) : s_(s), ok_(!s->busy.exchange(true)) {}
+  ~Busy() {
+    if (ok_) s_->busy.store(false);
+  }
+  dds_sampler* s_;
+  bool ok_;
+};
+
+dds_status check_ptrs(Backend& be, const char* fn,
+                      std::initializer_list<std::pair<const char*, const void*>> ptrs) {
+  for (const auto& p : ptrs) {
+    if (!p.second) continue;
+    dds_status st = be.check_pointer(p.second, fn, p.first);
+    if (st != DDS_OK) return st;
+  }
+  return DDS_OK;
+}
+
+// ------------------------------------------------------------------------------------------
+// dds_reveal, CPU reference.
+// ------------------------------------------------------------------------------------------
+dds_status cpu_reveal(const dds_reveal_args& a) {
+  if (a.request_status) std::fill(a.request_status, a.request_status + a.num_requests, 0);
+  std::vector<int32_t> cand;
+  std::vector<double> key;
+  for (int32_t r = 0; r < a.num_requests; ++r) {
+    int32_t status = 0;
+    const int32_t b = a.row_offsets ? a.row_offsets[r] : r;
+    const int32_t e = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
+    int32_t* canvas = a.canvas ? a.canvas + (int64_t)r * a.canvas_stride : nullptr;
+    // EOS rule: first EOS already in the canvas.
+    int32_t first_eos = -1;
+    if (canvas && a.eos_token >= 0) {
+      for (int32_t p = 0; p < a.canvas_length; ++p)
+        if (canvas[p] == a.eos_token) {
+          first_eos = p;
+          break;
+        }
+    }
+    int32_t policy = a.policies ? a.policies[r] : a.policy;
+    if (policy < DDS_REVEAL_TOP_N || policy > DDS_REVEAL_RANDOM) {
+      policy = DDS_REVEAL_TOP_N;
+      status |= DDS_REQ_BAD_POLICY;
+    }
+    const uint64_t seed = a.seeds ? a.seeds[r] : a.seed;
+    const uint32_t step = a.steps ? a.steps[r] : a.step;
+    float tau = a.position_temperatures ? a.position_temperatures[r] : a.position_temperature;
+    if (!(tau > 0.f) || std::isinf(tau)) tau = 0.f;  // NaN, <= 0, inf: off
+    cand.clear();
+    for (int32_t i = b; i < e; ++i) {
+      a.reveal[i] = 0;
+      const int32_t pos = a.positions ? a.positions[i] : i - b;
+      bool ok = a.eligible ? a.eligible[i] != 0 : true;
+      if (canvas && (pos < 0 || pos >= a.canvas_length)) {
+        if (ok) status |= DDS_REQ_BAD_POSITION;
+        ok = false;
+      }
+      if (ok && first_eos >= 0 && pos > first_eos) ok = false;
+      if (ok) cand.push_back(i);
+    }
+    const int32_t m = (int32_t)cand.size();
+    auto pos_of = [&](int32_t i) { return a.positions ? a.positions[i] : i - b; };
+    auto score_of = [&](int32_t i) {
+      const float s = a.scores[i];
+      return std::isnan(s) ? -kInfD : (double)s;
+    };
+    // Ranking key per candidate.
+    key.assign((size_t)(e - b), 0.0);
+    for (int32_t i : cand) {
+      double k = score_of(i);
+      if (policy == DDS_REVEAL_RANDOM) {
+        k = (double)(random_bits(seed, step, (uint32_t)pos_of(i), 0u, kSaltReveal) >> 11);
+      } else if (policy == DDS_REVEAL_TOP_N && tau > 0.f) {
+        k = k / (double)tau + gumbel(seed, step, (uint32_t)pos_of(i), 1u, kSaltReveal);
+      }
+      key[i - b] = k;
+    }
+    std::sort(cand.begin(), cand.end(), [&](int32_t x, int32_t y) {
+      const double kx = key[x - b], ky = key[y - b];
+      if (kx != ky) return kx > ky;
+      const int32_t px = pos_of(x), py = pos_of(y);
+      return px != py ? px < py : x < y;
+    });
+    int32_t n = 0;
+    if (m > 0) {
+      if (policy == DDS_REVEAL_TOP_N || policy == DDS_REVEAL_RANDOM) {
+        n = a.counts ? a.counts[r] : a.count;
+        if (n <= 0) {
+          if (a.steps_left) {
+            const int32_t sl = std::max(1, a.steps_left[r]);
+            n = (m + sl - 1) / sl;
+          } else {
+            n = 1;
+          }
+        }
+        n = std::min(n, m);
+      } else if (policy == DDS_REVEAL_THRESHOLD) {
+        const float t = a.thresholds ? a.thresholds[r] : a.threshold;
+        n = 0;
+        while (n < m && score_of(cand[n]) >= (double)t) ++n;  // NaN threshold: none pass
+        n = std::max(n, 1);
+      } else {  // FACTOR
+        const float f = a.factors ? a.factors[r] : a.factor;
+        n = 1;
+        for (int32_t k = 2; k <= m; ++k) {
+          if (score_of(cand[k - 1]) >= 1.0 - (double)f / (double)(k + 1))
+            n = k;
+          else
+            break;
+        }
+      }
+    }
+    for (int32_t k = 0; k < n; ++k) {
+      const int32_t i = cand[k];
+      a.reveal[i] = 1;
+      if (canvas) canvas[pos_of(i)] = a.tokens[i];
+    }
+    if (a.num_revealed) a.num_revealed[r] = n;
+    if (a.finished) {
+      int32_t fin = 0;
+      if (canvas && a.eos_token >= 0) {
+        int32_t eos = -1;
+        for (int32_t p = 0; p < a.canvas_length; ++p)
+          if (canvas[p] == a.eos_token) {
+            eos = p;
+            break;
+          }
+        if (eos >= 0) {
+          fin = 1;
+          for (int32_t p = 0; p < eos; ++p)
+            if (canvas[p] == a.mask_token) {
+              fin = 0;
+              break;
+            }
+        }
+      }
+      a.finished[r] = fin;
+    }
+    if (a.request_status) a.request_status[r] = status;
+  }
+  return DDS_OK;
+}
+
+// ------------------------------------------------------------------------------------------
+// dds_verify_drafts, CPU reference: composed from the CPU dds_sample (probs output, processed
+// statistics) so that p and q are exactly the distributions dds_sample samples from.
+// ------------------------------------------------------------------------------------------
+
+// Two-level Gumbel-max over log-weights w (w_t = -inf: excluded). Same structure as §4 of
+// docs/sampling.md with the verify salts.
+int32_t sample_weights(const std::vector<double>& w, uint64_t seed, uint32_t step, uint32_t pos) {
+  const int32_t V = (int32_t)w.size();
+  double m = -kInfD;
+  for (double x : w) m = std::max(m, x);
+  if (m == -kInfD) return 0;
+  int32_t best_block = -1;
+  double best = -kInfD;
+  for (int32_t b = 0; b * kBlockSize < V; ++b) {
+    const int32_t lo = b * kBlockSize, hi = std::min(V, lo + kBlockSize);
+    double s = 0;
+    bool any = false;
+    for (int32_t t = lo; t < hi; ++t)
+      if (w[t] > -kInfD) {
+        s += std::exp(w[t] - m);
+        any = true;
+      }
+    if (!any) continue;
+    const double score = m + std::log(s) + gumbel(seed, step, pos, (uint32_t)b, kSaltVerifyBlock);
+    if (best_block < 0 || score > best) {
+      best = score;
+      best_block = b;
+    }
+  }
+  const int32_t lo = best_block * kBlockSize, hi = std::min(V, lo + kBlockSize);
+  int32_t tok = -1;
+  double bv = -kInfD;
+  for (int32_t t = lo; t < hi; ++t) {
+    if (!(w[t] > -kInfD)) continue;
+    const double v = w[t] + gumbel(seed, step, pos, (uint32_t)t, kSaltVerifyToken);
+    if (tok < 0 || v > bv) {
+      bv = v;
+      tok = t;
+    }
+  }
+  return tok;
+}
+
+dds_status cpu_verify(const dds_sampler_config& cfg, const dds_verify_args& a) {
+  const int32_t V = cfg.vocab_size;
+  const int32_t n = a.num_drafts;
+  std::unique_ptr<Backend> cpu;
+  dds_status st = make_cpu_backend(cfg, &cpu);
+  if (st != DDS_OK) return st;
+  std::vector<float> P((size_t)(n + 1) * V), Q((size_t)std::max(n, 1) * V);
+  if (a.request_status) std::fill(a.request_status, a.request_status + a.num_requests, 0);
+  for (int32_t r = 0; r < a.num_requests; ++r) {
+    int32_t nr = a.draft_counts ? a.draft_counts[r] : n;
+    nr = std::max(0, std::min(nr, n));
+    dds_sample_args s;
+    dds_sample_args_init(&s, sizeof s);
+    s.num_requests = 1;
+    s.dtype = a.dtype;
+    s.temperature = a.temperatures ? a.temperatures[r] : a.temperature;
+    s.top_k = a.top_ks ? a.top_ks[r] : a.top_k;
+    s.top_p = a.top_ps ? a.top_ps[r] : a.top_p;
+    s.min_p = a.min_ps ? a.min_ps[r] : a.min_p;
+    s.banned_token = a.banned_token;
+    s.stats = DDS_STATS_PROCESSED;
+    s.probs_dtype = DDS_DTYPE_F32;
+    s.probs_row_stride = V;
+    int32_t status = 0;
+    s.request_status = &status;
+    const size_t esz = a.dtype == DDS_DTYPE_F32 ? 4 : 2;
+    // Target rows p_0..p_nr.
+    s.num_rows = nr + 1;
+    s.row_stride = a.target_row_stride;
+    s.logits = static_cast<const char*>(a.target_logits) +
+               (size_t)r * (n + 1) * a.target_row_stride * esz;
+    s.probs = P.data();
+    s.row_offsets = nullptr;
+    int32_t offs[2] = {0, nr + 1};
+    s.row_offsets = offs;
+    if ((st = cpu->sample(s, nullptr)) != DDS_OK) return st;
+    int32_t req_status = status;
+    if (nr > 0) {
+      s.num_rows = nr;
+      offs[1] = nr;
+      s.row_stride = a.draft_row_stride;
+      s.logits =
+          static_cast<const char*>(a.draft_logits) + (size_t)r * n * a.draft_row_stride * esz;
+      s.probs = Q.data();
+      if ((st = cpu->sample(s, nullptr)) != DDS_OK) return st;
+      req_status |= status;
+    }
+    const uint64_t seed = a.seeds ? a.seeds[r] : a.seed;
+    const uint32_t step = a.steps ? a.steps[r] : a.step;
+    int32_t* out = a.out_tokens + (size_t)r * (n + 1);
+    float* outlp = a.out_logprobs ? a.out_logprobs + (size_t)r * (n + 1) : nullptr;
+    for (int32_t e = 0; e <= n; ++e) {
+      out[e] = -1;
+      if (outlp) outlp[e] = -std::numeric_limits<float>::infinity();
+    }
+    auto logp = [&](int32_t i, int32_t t) {
+      const double p = P[(size_t)i * V + t];
+      return p > 0 ? (float)std::log(p) : -std::numeric_limits<float>::infinity();
+    };
+    int32_t acc = 0;
+    std::vector<double> w(V);
+    bool rejected = false;
+    for (int32_t i = 0; i < nr; ++i) {
+      const int32_t d = a.draft_tokens[(size_t)r * n + i];
+      const bool in_range = d >= 0 && d < V;
+      const double p = in_range ? (double)P[(size_t)i * V + d] : 0.0;
+      const double q = in_range ? (double)Q[(size_t)i * V + d] : 0.0;
+      const double u = bits_to_uniform(random_bits(seed, step, (uint32_t)i, 0u, kSaltVerify));
+      if (u * q < p) {
+        out[i] = d;
+        if (outlp) outlp[i] = logp(i, d);
+        ++acc;
+        continue;
+      }
+      // Rejected: sample from the normalised residual max(p - q, 0), or p if that is all 0.
+      bool any = false;
+      for (int32_t t = 0; t < V; ++t) {
+        const double rr = (double)P[(size_t)i * V + t] - (double)Q[(size_t)i * V + t];
+        w[t] = rr > 0 ? std::log(rr) : -kInfD;
+        any |= rr > 0;
+      }
+      if (!any)
+        for (int32_t t = 0; t < V; ++t) {
+          const double pp = P[(size_t)i * V + t];
+          w[t] = pp > 0 ? std::log(pp) : -kInfD;
+        }
+      const int32_t tok = sample_weights(w, seed, step, (uint32_t)i);
+      out[i] = tok;
+      if (outlp) outlp[i] = logp(i, tok);
+      rejected = true;
+      break;
+    }
+    if (!rejected) {
+      for (int32_t t = 0; t < V; ++t) {
+        const double pp = P[(size_t)nr * V + t];
+        w[t] = pp > 0 ? std::log(pp) : -kInfD;
+      }
+      const int32_t tok = sample_weights(w, seed, step, (uint32_t)nr);
+      out[nr] = tok;
+      if (outlp) outlp[nr] = logp(nr, tok);
+    }
+    a.accepted_counts[r] = acc;
+    if (a.request_status) a.request_status[r] = req_status;
+  }
+  return DDS_OK;
+}
+
+dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t V) {
+  if (*stride == 0) *stride = V;
+  if (*stride < V)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%lld) must be >= vocab_size (%d) or 0",
+                fn, name, (long long)*stride, V);
+  return DDS_OK;
+}
+
+dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a) {
+  const char* fn = "dds_reveal";
+  if (a->num_rows < 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
+  if (a->num_rows > s->config.max_rows)
+    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
+                a->num_rows, s->config.max_rows);
+  if (a->num_rows == 0) return DDS_OK;
+  if (a->num_requests < 1 || a->num_requests > a->num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be in [1, num_rows = %d]",
+                fn, a->num_requests, a->num_rows);
+  if (a->num_requests > s->config.max_requests)
+    return fail(DDS_ERR_CAPACITY, "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)",
+                fn, a->num_requests, s->config.max_requests);
+  if (!a->row_offsets && a->num_requests != a->num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
+                "num_rows (%d)", fn, a->num_requests, a->num_rows);
+  if (!a->scores) return fail(DDS_ERR_NULL_POINTER, "%s: args->scores is NULL", fn);
+  if (!a->reveal) return fail(DDS_ERR_NULL_POINTER, "%s: args->reveal is NULL", fn);
+  if (a->policy < DDS_REVEAL_TOP_N || a->policy > DDS_REVEAL_RANDOM)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->policy (%d) is not a dds_reveal_policy (0..3)",
+                fn, a->policy);
+  if (std::isnan(a->threshold))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->threshold must not be NaN", fn);
+  if (!std::isfinite(a->factor) || a->factor < 0.f)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->factor (%g) must be finite and >= 0", fn,
+                (double)a->factor);
+  if (std::isnan(a->position_temperature) || a->position_temperature < 0.f)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->position_temperature (%g) must be >= 0", fn,
+                (double)a->position_temperature);
+  if (a->canvas) {
+    if (a->canvas_length < 1)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->canvas_length (%d) must be >= 1 with a canvas",
+                  fn, a->canvas_length);
+    if (a->canvas_stride == 0) a->canvas_stride = a->canvas_length;
+    if (a->canvas_stride < a->canvas_length)
+      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->canvas_stride (%lld) must be >= canvas_length (%d)",
+                  fn, (long long)a->canvas_stride, a->canvas_length);
+    if (!a->tokens)
+      return fail(DDS_ERR_NULL_POINTER, "%s: args->tokens is NULL but a canvas is given", fn);
+  } else if (a->eos_token >= 0 && a->finished) {
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->finished with eos_token >= 0 needs args->canvas (the EOS rule reads it)", fn);
+  }
+  Backend& be = *s->backend;
+  dds_status st = check_ptrs(be, fn, {{"row_offsets", a->row_offsets}, {"positions", a->positions},
+                                      {"scores", a->scores}, {"eligible", a->eligible},
+                                      {"policies", a->policies}, {"counts", a->counts},
+                                      {"steps_left", a->steps_left}, {"thresholds", a->thresholds},
+                                      {"factors", a->factors},
+                                      {"position_temperatures", a->position_temperatures},
+                                      {"seeds", a->seeds}, {"steps", a->steps},
+                                      {"canvas", a->canvas}, {"tokens", a->tokens},
+                                      {"reveal", a->reveal}, {"num_revealed", a->num_revealed},
+                                      {"finished", a->finished},
+                                      {"request_status", a->request_status}});
+  if (st != DDS_OK) return st;
+  if (a->row_offsets && be.host_readable()) {
+    const int32_t* o = a->row_offsets;
+    if (o[0] != 0) return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets[0] (%d) must be 0", fn, o[0]);
+    for (int32_t r = 0; r < a->num_requests; ++r)
+      if (o[r + 1] < o[r])
+        return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets must be non-decreasing (index %d)",
+                    fn, r + 1);
+    if (o[a->num_requests] != a->num_rows)
+      return fail(DDS_ERR_INVALID_ARGUMENT,
+                  "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
+                  o[a->num_requests], a->num_rows);
+  }
+  return DDS_OK;
+}
+
+dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
+  const char* fn = "dds_verify_drafts";
+  const int32_t V = s->config.vocab_size;
+  if (a->num_requests < 1)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
+                a->num_requests);
+  if (a->num_requests > s->config.max_requests)
+    return fail(DDS_ERR_CAPACITY, "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)",
+                fn, a->num_requests, s->config.max_requests);
+  if (a->num_drafts < 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_drafts (%d) must be >= 0", fn, a->num_drafts);
+  if ((int64_t)a->num_requests * (a->num_drafts + 1) > s->config.max_rows)
+    return fail(DDS_ERR_CAPACITY,
+                "%s: args->num_requests * (num_drafts + 1) (%lld) exceeds the sampler's max_rows (%d)",
+                fn, (long long)a->num_requests * (a->num_drafts + 1), s->config.max_rows);
+  if (!a->target_logits) return fail(DDS_ERR_NULL_POINTER, "%s: args->target_logits is NULL", fn);
+  if (a->num_drafts > 0 && !a->draft_logits)
+    return fail(DDS_ERR_NULL_POINTER, "%s: args->draft_logits is NULL with num_drafts > 0", fn);
+  if (a->num_drafts > 0 && !a->draft_tokens)
+    return fail(DDS_ERR_NULL_POINTER, "%s: args->draft_tokens is NULL with num_drafts > 0", fn);
+  if (!a->accepted_counts) return fail(DDS_ERR_NULL_POINTER, "%s: args->accepted_counts is NULL", fn);
+  if (!a->out_tokens) return fail(DDS_ERR_NULL_POINTER, "%s: args->out_tokens is NULL", fn);
+  if (!dtype_valid(a->dtype))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
+                a->dtype);
+  dds_status st = resolve_stride(fn, "target_row_stride", &a->target_row_stride, V);
+  if (st != DDS_OK) return st;
+  if ((st = resolve_stride(fn, "draft_row_stride", &a->draft_row_stride, V)) != DDS_OK) return st;
+  if (std::isnan(a->temperature) || a->temperature < 0.f || std::isinf(a->temperature))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) must be a finite value >= 0",
+                fn, (double)a->temperature);
+  if (a->top_k < 0) return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_k (%d) must be >= 0", fn, a->top_k);
+  if (std::isnan(a->top_p)) return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_p must not be NaN", fn);
+  if (std::isnan(a->min_p) || a->min_p < 0.f)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->min_p (%g) must be >= 0", fn, (double)a->min_p);
+  if (a->banned_token < -1 || a->banned_token >= V)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
+                a->banned_token, V);
+  return check_ptrs(*s->backend, fn,
+                    {{"draft_counts", a->draft_counts}, {"draft_tokens", a->draft_tokens},
+                     {"draft_logits", a->draft_logits}, {"target_logits", a->target_logits},
+                     {"temperatures", a->temperatures}, {"top_ks", a->top_ks},
+                     {"top_ps", a->top_ps}, {"min_ps", a->min_ps}, {"seeds", a->seeds},
+                     {"steps", a->steps}, {"accepted_counts", a->accepted_counts},
+                     {"out_tokens", a->out_tokens}, {"out_logprobs", a->out_logprobs},
+                     {"request_status", a->request_status}});
+}
+
+template <typename T>
+dds_status init_struct(const char* fn, T* args, size_t struct_size, const T& defaults) {
+  clear_error();
+  if (!args) return fail(DDS_ERR_NULL_POINTER, "%s: args is NULL", fn);
+  if (struct_size < sizeof(T))
+    return fail(DDS_ERR_STRUCT_SIZE, "%s: struct_size (%zu) is smaller than version 1's (%zu)", fn,
+                struct_size, sizeof(T));
+  std::memset(args, 0, struct_size);
+  std::memcpy(args, &defaults, sizeof(T));
+  args->struct_size = struct_size;
+  return DDS_OK;
+}
+
+}  // namespace
+}  // namespace dds
+
+using dds::fail;
+
+extern "C" {
+
+DDS_API dds_status dds_reveal_args_init(dds_reveal_args* args, size_t struct_size) {
+  dds_reveal_args d;
+  std::memset(&d, 0, sizeof d);
+  d.num_requests = 1;
+  d.policy = DDS_REVEAL_TOP_N;
+  d.count = 1;
+  d.threshold = 0.9f;
+  d.factor = 1.0f;
+  d.mask_token = -1;
+  d.eos_token = -1;
+  return dds::init_struct("dds_reveal_args_init", args, struct_size, d);
+}
+
+DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_size) {
+  dds_verify_args d;
+  std::memset(&d, 0, sizeof d);
+  d.num_requests = 1;
+  d.dtype = DDS_DTYPE_F32;
+  d.temperature = 1.f;
+  d.top_p = 1.f;
+  d.banned_token = -1;
+  return dds::init_struct("dds_verify_args_init", args, struct_size, d);
+}
+
+DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args, dds_stream stream) {
+  dds::clear_error();
+  return dds::guarded("dds_reveal", [&]() -> dds_status {
+    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_reveal: sampler is NULL");
+    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_reveal: args is NULL");
+    if (args->struct_size < sizeof(dds_reveal_args))
+      return fail(DDS_ERR_STRUCT_SIZE,
+                  "dds_reveal: args->struct_size (%zu) is smaller than sizeof(dds_reveal_args) of "
+                  "version 1 (%zu): call dds_reveal_args_init first",
+                  args->struct_size, sizeof(dds_reveal_args));
+    dds::Busy busy(sampler);
+    if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_reveal: sampler is in use by another thread");
+    dds_reveal_args a;
+    std::memcpy(&a, args, sizeof a);
+    a.struct_size = sizeof a;
+    dds_status st = dds::validate_reveal(sampler, &a);
+    if (st != DDS_OK || a.num_rows == 0) return st;
+    if (sampler->backend->host_readable()) return dds::cpu_reveal(a);
+    return sampler->backend->reveal(a, stream);
+  });
+}
+
+DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args* args,
+                                     dds_stream stream) {
+  dds::clear_error();
+  return dds::guarded("dds_verify_drafts", [&]() -> dds_status {
+    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_verify_drafts: sampler is NULL");
+    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_verify_drafts: args is NULL");
+    if (args->struct_size < sizeof(dds_verify_args))
+      return fail(DDS_ERR_STRUCT_SIZE,
+                  "dds_verify_drafts: args->struct_size (%zu) is smaller than "
+                  "sizeof(dds_verify_args) of version 1 (%zu): call dds_verify_args_init first",
+                  args->struct_size, sizeof(dds_verify_args));
+    dds::Busy busy(sampler);
+    if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_verify_drafts: sampler is in use by another thread");
+    dds_verify_args a;
+    std::memcpy(&a, args, sizeof a);
+    a.struct_size = sizeof a;
+    dds_status st = dds::validate_verify(sampler, &a);
+    if (st != DDS_OK) return st;
+    if (sampler->backend->host_readable()) return dds::cpu_verify(sampler->config, a);
+    return sampler->backend->verify(a, stream);
+  });
+}
+
+}  // extern "C"
