@@ -221,6 +221,10 @@ class CpuBackend final : public Backend {
           for (int32_t t = 0; t < V; ++t) {
             float v = l[t] * q.invT;
             if (v == kInf) v = FLT_MAX;
+            // A finite l whose l * invT overflows to -inf stays in K0 as -FLT_MAX (the mirror of
+            // the +inf rule): a K0 column at -inf made m = -inf, the filters NaN, `keep` empty,
+            // and two_level_sample index keep[-1024..-1] (found by tests/fuzz/fuzz_sample).
+            else if (v == -kInf && k0[t]) v = -FLT_MAX;
             x[t] = v;
           }
           filter(x, k0, n0, q, &keep, &order);
