@@ -132,25 +132,27 @@ double distribution_stats(const std::vector<float>& x, const std::vector<char>& 
   double Z = 0;
   for (size_t t = 0; t < V; ++t)
     if (in_set[t]) Z += std::exp((double)x[t] - M);
-  const double logZ = M + std::log(Z);
+  // log-probabilities as (x - M) - log Z, not x - (M + log Z): with M near FLT_MAX (the +inf
+  // rule) M + log Z rounds back to M in float64 and every top token got probability 1.
+  const double logS = std::log(Z);
   double ent = 0;
   for (size_t t = 0; t < V; ++t) {
     if (!in_set[t]) {
       if (probs) (*probs)[t] = 0;
       continue;
     }
-    const double lp = (double)x[t] - logZ;
+    const double lp = ((double)x[t] - M) - logS;
     const double p = std::exp(lp);
     if (probs) (*probs)[t] = p;
     if (p > 0) ent -= p * lp;
   }
-  const double p1 = std::exp(M - logZ);
-  const double p2 = second >= 0 ? std::exp((double)x[second] - logZ) : 0.0;
+  const double p1 = std::exp(-logS);
+  const double p2 = second >= 0 ? std::exp(((double)x[second] - M) - logS) : 0.0;
   st->confidence = p1;
   st->margin = p1 - p2;
   st->entropy = ent;
-  st->logprob = (double)x[token] - logZ;
-  return logZ;
+  st->logprob = ((double)x[token] - M) - logS;
+  return M + logS;
 }
 
 // Highest and second highest columns of x over in_set, in order (x desc, t asc).
@@ -312,13 +314,15 @@ class CpuBackend final : public Backend {
             if (amax < 0 || x > v[amax]) amax = t;
           }
         }
-        double logZ = kInfD;
+        // log-probs as (v - M) - log Z (see distribution_stats: M + log Z loses log Z when M is
+        // near FLT_MAX).
+        double M = 0, logS = kInfD;
         if (nf > 0) {
-          const double M = v[amax];
+          M = v[amax];
           double Z = 0;
           for (int32_t t = 0; t < V; ++t)
             if (v[t] > -kInf) Z += std::exp((double)v[t] - M);
-          logZ = M + std::log(Z);
+          logS = std::log(Z);
         }
         sorted.clear();
         for (int32_t t = 0; t < V; ++t)
@@ -326,7 +330,7 @@ class CpuBackend final : public Backend {
         std::sort(sorted.begin(), sorted.end());
         auto value_of = [&](int32_t t) -> float {
           if (v[t] == -kInf) return -kInf;
-          return a.logits_mode ? v[t] : (float)((double)v[t] - logZ);
+          return a.logits_mode ? v[t] : (float)(((double)v[t] - M) - logS);
         };
         auto rank_of = [&](int32_t t) -> int32_t {
           const float x = v[t];
