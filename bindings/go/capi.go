@@ -1,0 +1,340 @@
+package dds
+
+// Every call into libdds goes through this file.
+//
+// cgo rules (https://pkg.go.dev/cmd/cgo#hdr-Passing_pointers), Go 1.19 (no runtime.Pinner):
+//   - Go may pass a Go pointer to C as a call argument if the memory it points to holds no Go
+//     pointers; it stays valid (and unmoved) for the duration of the call.
+//   - Go memory passed to C must not contain Go pointers, and Go pointers must not be stored in
+//     C memory.
+// A dds_sample_args holding the addresses of Go slices would break both rules (cgocheck panics
+// with "cgo argument has Go pointer to unpinned Go pointer"). So the argument struct that Go
+// fills holds only scalars (its pointer fields stay NULL), and every array is passed to a small
+// C shim as a separate argument; the shim copies the struct onto its own C stack, stores the
+// pointers there and calls libdds. That is zero-copy and within the rules: the pointers live
+// only in C stack memory, only for the duration of the call, and libdds keeps none of them (the
+// CPU backend finishes before returning).
+//
+// The same shims are instantiated a second time with uintptr_t parameters for raw pointers
+// (CUDA device memory, or C memory on the CPU backend), which Go passes as plain integers.
+//
+// dds_last_error() is thread-local and a goroutine may move to another OS thread between two
+// cgo calls, so each shim copies the message (malloc) inside the same C call that failed.
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dds/dds.h"
+
+typedef struct ddsgo_result {
+  int32_t status;
+  char* msg; // malloc'ed copy of dds_last_error() when status != DDS_OK, else NULL
+} ddsgo_result;
+
+static ddsgo_result ddsgo_make_result(dds_status st) {
+  ddsgo_result r;
+  r.status = (int32_t)st;
+  r.msg = NULL;
+  if (st != DDS_OK) {
+    const char* m = dds_last_error();
+    if (m == NULL) m = "";
+    size_t n = strlen(m) + 1;
+    r.msg = (char*)malloc(n);
+    if (r.msg != NULL) memcpy(r.msg, m, n);
+  }
+  return r;
+}
+
+static ddsgo_result ddsgo_sampler_config_init(dds_sampler_config* cfg) {
+  return ddsgo_make_result(dds_sampler_config_init(cfg, sizeof(*cfg)));
+}
+static ddsgo_result ddsgo_sample_args_init(dds_sample_args* a) {
+  return ddsgo_make_result(dds_sample_args_init(a, sizeof(*a)));
+}
+static ddsgo_result ddsgo_stash_args_init(dds_stash_args* a) {
+  return ddsgo_make_result(dds_stash_args_init(a, sizeof(*a)));
+}
+
+typedef struct ddsgo_create_result {
+  ddsgo_result r;
+  dds_sampler* sampler;
+} ddsgo_create_result;
+
+static ddsgo_create_result ddsgo_create(const dds_sampler_config* cfg) {
+  ddsgo_create_result out;
+  out.sampler = NULL;
+  out.r = ddsgo_make_result(dds_create(cfg, &out.sampler));
+  return out;
+}
+
+static ddsgo_result ddsgo_destroy(dds_sampler* s) { return ddsgo_make_result(dds_destroy(s)); }
+
+static int32_t ddsgo_backend(const dds_sampler* s) {
+  int32_t b = -1;
+  if (dds_sampler_backend(s, &b) != DDS_OK) return -1;
+  return b;
+}
+
+// base: the scalars (its pointer fields are ignored). P: void* (Go slices) or uintptr_t (raw).
+#define DDSGO_SAMPLE_SHIM(NAME, P)                                                          \
+  static ddsgo_result NAME(dds_sampler* s, const dds_sample_args* base, P row_offsets,      \
+                           P positions, P logits, P uncond_logits, P uncond_row_offsets,    \
+                           P guidance_scales, P temperatures, P top_ks, P top_ps, P min_ps, \
+                           P seeds, P steps, P tokens, P logprobs, P argmax, P confidence,  \
+                           P margin, P entropy, P probs, P request_status, uintptr_t stream) { \
+    dds_sample_args a = *base;                                                              \
+    a.row_offsets = (const int32_t*)row_offsets;                                            \
+    a.positions = (const int32_t*)positions;                                                \
+    a.logits = (const void*)logits;                                                         \
+    a.uncond_logits = (const void*)uncond_logits;                                           \
+    a.uncond_row_offsets = (const int32_t*)uncond_row_offsets;                              \
+    a.guidance_scales = (const float*)guidance_scales;                                      \
+    a.temperatures = (const float*)temperatures;                                            \
+    a.top_ks = (const int32_t*)top_ks;                                                      \
+    a.top_ps = (const float*)top_ps;                                                        \
+    a.min_ps = (const float*)min_ps;                                                        \
+    a.seeds = (const uint64_t*)seeds;                                                       \
+    a.steps = (const uint32_t*)steps;                                                       \
+    a.tokens = (int32_t*)tokens;                                                            \
+    a.logprobs = (float*)logprobs;                                                          \
+    a.argmax = (int32_t*)argmax;                                                            \
+    a.confidence = (float*)confidence;                                                      \
+    a.margin = (float*)margin;                                                              \
+    a.entropy = (float*)entropy;                                                            \
+    a.probs = (void*)probs;                                                                 \
+    a.request_status = (int32_t*)request_status;                                            \
+    return ddsgo_make_result(dds_sample(s, &a, (dds_stream)stream));                        \
+  }
+DDSGO_SAMPLE_SHIM(ddsgo_sample_go, void*)
+DDSGO_SAMPLE_SHIM(ddsgo_sample_raw, uintptr_t)
+
+#define DDSGO_STASH_SHIM(NAME, P)                                                           \
+  static ddsgo_result NAME(dds_sampler* s, const dds_stash_args* base, P row_offsets,       \
+                           P logits, P keep, P slots, P num_valid, P temperatures,          \
+                           P committed_tokens, P token_ids, P num_token_ids,                \
+                           P out_token_ids, P out_logprobs, P out_ranks, P request_status,  \
+                           uintptr_t stream) {                                              \
+    dds_stash_args a = *base;                                                               \
+    a.row_offsets = (const int32_t*)row_offsets;                                            \
+    a.logits = (const void*)logits;                                                         \
+    a.keep = (const uint8_t*)keep;                                                          \
+    a.slots = (const int32_t*)slots;                                                        \
+    a.num_valid = (const int32_t*)num_valid;                                                \
+    a.temperatures = (const float*)temperatures;                                            \
+    a.committed_tokens = (const int32_t*)committed_tokens;                                  \
+    a.token_ids = (const int32_t*)token_ids;                                                \
+    a.num_token_ids = (const int32_t*)num_token_ids;                                        \
+    a.out_token_ids = (int32_t*)out_token_ids;                                              \
+    a.out_logprobs = (float*)out_logprobs;                                                  \
+    a.out_ranks = (int32_t*)out_ranks;                                                      \
+    a.request_status = (int32_t*)request_status;                                            \
+    return ddsgo_make_result(dds_stash_logprobs(s, &a, (dds_stream)stream));                \
+  }
+DDSGO_STASH_SHIM(ddsgo_stash_go, void*)
+DDSGO_STASH_SHIM(ddsgo_stash_raw, uintptr_t)
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// toError turns a shim result into nil or an *Error, freeing the message copy.
+func toError(r C.ddsgo_result) error {
+	msg := ""
+	if r.msg != nil {
+		msg = C.GoString(r.msg)
+		C.free(unsafe.Pointer(r.msg))
+	}
+	if Status(r.status) == StatusOK {
+		return nil
+	}
+	return &Error{Code: Status(r.status), Message: msg}
+}
+
+func statusString(s Status) string {
+	return C.GoString(C.dds_status_string(C.dds_status(s)))
+}
+
+// VersionNumber is the version of the loaded libdds: major*1000000 + minor*1000 + patch.
+func VersionNumber() int { return int(C.dds_version_number()) }
+
+// VersionString is the version of the loaded libdds, e.g. "0.1.0".
+func VersionString() string { return C.GoString(C.dds_version_string()) }
+
+// HeaderVersionNumber is the DDS_VERSION_NUMBER of the header this package was compiled with.
+const HeaderVersionNumber = int(C.DDS_VERSION_NUMBER)
+
+// HasCUDA reports whether the loaded libdds was built with the CUDA backend.
+func HasCUDA() bool { return C.dds_has_cuda() != 0 }
+
+// cSampler is the C handle.
+type cSampler = *C.dds_sampler
+
+func createSampler(cfg *Config) (cSampler, error) {
+	var c C.dds_sampler_config
+	if err := toError(C.ddsgo_sampler_config_init(&c)); err != nil {
+		return nil, err
+	}
+	c.backend = C.int32_t(cfg.Backend)
+	c.device = C.int32_t(cfg.Device)
+	c.vocab_size = C.int32_t(cfg.VocabSize)
+	if cfg.MaxRows != 0 {
+		c.max_rows = C.int32_t(cfg.MaxRows)
+	}
+	if cfg.MaxRequests != 0 {
+		c.max_requests = C.int32_t(cfg.MaxRequests)
+	}
+	if cfg.MaxStashWidth != 0 {
+		c.max_stash_width = C.int32_t(cfg.MaxStashWidth)
+	}
+	c.flags = C.uint32_t(cfg.Flags)
+	r := C.ddsgo_create(&c)
+	if err := toError(r.r); err != nil {
+		return nil, err
+	}
+	// Report the capacities actually used (defaults filled in).
+	cfg.MaxRows = int(c.max_rows)
+	cfg.MaxRequests = int(c.max_requests)
+	cfg.MaxStashWidth = int(c.max_stash_width)
+	return r.sampler, nil
+}
+
+func destroySampler(c cSampler) error { return toError(C.ddsgo_destroy(c)) }
+
+func samplerBackend(c cSampler) Backend { return Backend(C.ddsgo_backend(c)) }
+
+// defaultSampleParams returns the defaults of dds_sample_args_init.
+func defaultSampleParams() SampleParams {
+	var a C.dds_sample_args
+	if err := toError(C.ddsgo_sample_args_init(&a)); err != nil {
+		panic("dds: dds_sample_args_init failed: " + err.Error())
+	}
+	return SampleParams{
+		DType:           DType(a.dtype),
+		RowStride:       int(a.row_stride),
+		UncondRowStride: int(a.uncond_row_stride),
+		UncondNumRows:   int(a.uncond_num_rows),
+		GuidanceScale:   float32(a.guidance_scale),
+		Temperature:     float32(a.temperature),
+		TopK:            int32(a.top_k),
+		TopP:            float32(a.top_p),
+		MinP:            float32(a.min_p),
+		Seed:            uint64(a.seed),
+		Step:            uint32(a.step),
+		BannedToken:     int32(a.banned_token),
+		Stats:           StatsMode(a.stats),
+		ProbsDType:      DType(a.probs_dtype),
+		ProbsRowStride:  int(a.probs_row_stride),
+		initialized:     true,
+	}
+}
+
+// defaultStashParams returns the defaults of dds_stash_args_init.
+func defaultStashParams() StashParams {
+	var a C.dds_stash_args
+	if err := toError(C.ddsgo_stash_args_init(&a)); err != nil {
+		panic("dds: dds_stash_args_init failed: " + err.Error())
+	}
+	return StashParams{
+		DType:       DType(a.dtype),
+		RowStride:   int(a.row_stride),
+		Temperature: float32(a.temperature),
+		NumTop:      int(a.num_top),
+		Mode:        StashMode(a.logits_mode),
+		NumSlots:    int(a.num_slots),
+		RowsPerSlot: int(a.rows_per_slot),
+		initialized: true,
+	}
+}
+
+// cSampleArgs fills the scalar part of a dds_sample_args (pointer fields stay NULL). The
+// values were range-checked by SampleParams.check.
+func cSampleArgs(p *SampleParams, out *C.dds_sample_args) error {
+	if err := toError(C.ddsgo_sample_args_init(out)); err != nil {
+		return err
+	}
+	out.num_rows = C.int32_t(p.NumRows)
+	out.num_requests = C.int32_t(p.NumRequests)
+	out.dtype = C.int32_t(p.DType)
+	out.row_stride = C.int64_t(p.RowStride)
+	out.uncond_row_stride = C.int64_t(p.UncondRowStride)
+	out.uncond_num_rows = C.int32_t(p.UncondNumRows)
+	out.guidance_scale = C.float(p.GuidanceScale)
+	out.temperature = C.float(p.Temperature)
+	out.top_k = C.int32_t(p.TopK)
+	out.top_p = C.float(p.TopP)
+	out.min_p = C.float(p.MinP)
+	out.seed = C.uint64_t(p.Seed)
+	out.step = C.uint32_t(p.Step)
+	out.banned_token = C.int32_t(p.BannedToken)
+	out.stats = C.int32_t(p.Stats)
+	out.probs_dtype = C.int32_t(p.ProbsDType)
+	out.probs_row_stride = C.int64_t(p.ProbsRowStride)
+	return nil
+}
+
+func cStashArgs(p *StashParams, out *C.dds_stash_args) error {
+	if err := toError(C.ddsgo_stash_args_init(out)); err != nil {
+		return err
+	}
+	out.num_rows = C.int32_t(p.NumRows)
+	out.num_requests = C.int32_t(p.NumRequests)
+	out.dtype = C.int32_t(p.DType)
+	out.row_stride = C.int64_t(p.RowStride)
+	out.temperature = C.float(p.Temperature)
+	out.num_top = C.int32_t(p.NumTop)
+	out.logits_mode = C.int32_t(p.Mode)
+	out.num_slots = C.int32_t(p.NumSlots)
+	out.rows_per_slot = C.int32_t(p.RowsPerSlot)
+	return nil
+}
+
+// sampleGo runs dds_sample on Go memory. p[i] are the addresses of the first elements of the
+// caller's slices (or nil); they are passed directly as call arguments (see the top of this
+// file), which is what keeps them valid and within the cgo rules.
+func sampleGo(c cSampler, sp *SampleParams, p *samplePtrs) error {
+	var base C.dds_sample_args
+	if err := cSampleArgs(sp, &base); err != nil {
+		return err
+	}
+	return toError(C.ddsgo_sample_go(c, &base, p.rowOffsets, p.positions, p.logits, p.uncondLogits,
+		p.uncondRowOffsets, p.guidanceScales, p.temperatures, p.topKs, p.topPs, p.minPs, p.seeds,
+		p.steps, p.tokens, p.logprobs, p.argmax, p.confidence, p.margin, p.entropy, p.probs,
+		p.requestStatus, 0))
+}
+
+func sampleRaw(c cSampler, sp *SampleParams, a *DeviceSampleArgs, stream uintptr) error {
+	var base C.dds_sample_args
+	if err := cSampleArgs(sp, &base); err != nil {
+		return err
+	}
+	u := func(p uintptr) C.uintptr_t { return C.uintptr_t(p) }
+	return toError(C.ddsgo_sample_raw(c, &base, u(a.RowOffsets), u(a.Positions), u(a.Logits),
+		u(a.UncondLogits), u(a.UncondRowOffsets), u(a.GuidanceScales), u(a.Temperatures),
+		u(a.TopKs), u(a.TopPs), u(a.MinPs), u(a.Seeds), u(a.Steps), u(a.Tokens), u(a.Logprobs),
+		u(a.Argmax), u(a.Confidence), u(a.Margin), u(a.Entropy), u(a.Probs), u(a.RequestStatus),
+		u(stream)))
+}
+
+func stashGo(c cSampler, sp *StashParams, p *stashPtrs) error {
+	var base C.dds_stash_args
+	if err := cStashArgs(sp, &base); err != nil {
+		return err
+	}
+	return toError(C.ddsgo_stash_go(c, &base, p.rowOffsets, p.logits, p.keep, p.slots, p.numValid,
+		p.temperatures, p.committedTokens, p.tokenIDs, p.numTokenIDs, p.outTokenIDs,
+		p.outLogprobs, p.outRanks, p.requestStatus, 0))
+}
+
+func stashRaw(c cSampler, sp *StashParams, a *DeviceStashArgs, stream uintptr) error {
+	var base C.dds_stash_args
+	if err := cStashArgs(sp, &base); err != nil {
+		return err
+	}
+	u := func(p uintptr) C.uintptr_t { return C.uintptr_t(p) }
+	return toError(C.ddsgo_stash_raw(c, &base, u(a.RowOffsets), u(a.Logits), u(a.Keep), u(a.Slots),
+		u(a.NumValid), u(a.Temperatures), u(a.CommittedTokens), u(a.TokenIDs), u(a.NumTokenIDs),
+		u(a.OutTokenIDs), u(a.OutLogprobs), u(a.OutRanks), u(a.RequestStatus), u(stream)))
+}

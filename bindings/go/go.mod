@@ -1,0 +1,3 @@
+module github.com/dds/dds/bindings/go
+
+go 1.19
