@@ -1,9 +1,111 @@
-// Dispatch of dds_sample on the CUDA backend (placeholder until the kernels land).
+// Dispatch of dds_sample on the CUDA backend: packs the validated arguments into the kernels'
+// parameter block and queues the kernels of kernels/sample.cuh on the caller's stream.
+// No allocation, no host synchronisation, no device-to-host read: per-request values are read
+// (and sanitised) inside the kernels, so the call is graph-capturable.
+#include <cstdint>
+
 #include "cuda_internal.h"
+#include "sample.cuh"
 
 namespace dds {
-size_t cuda_sample_workspace_bytes(const dds_sampler_config&) { return 0; }
-dds_status cuda_sample(const CudaContext&, const dds_sample_args&, cudaStream_t) {
-  return fail(DDS_ERR_UNSUPPORTED, "dds_sample: the CUDA kernels are not built yet");
+
+namespace {
+size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
+struct SampleWs {
+  size_t counters, recs, rowinfo, total;
+};
+SampleWs sample_ws_layout(const dds_sampler_config& cfg) {
+  const size_t rows = (size_t)(cfg.max_rows > 0 ? cfg.max_rows : 1);
+  const size_t nb = (size_t)((cfg.vocab_size + kBlockSize - 1) / kBlockSize);
+  SampleWs w;
+  w.counters = 0;
+  w.recs = align_up(w.counters + rows * sizeof(int));
+  w.rowinfo = align_up(w.recs + rows * nb * sizeof(ksample::BlockRec));
+  w.total = align_up(w.rowinfo + rows * sizeof(ksample::RowInfo));
+  return w;
 }
+}  // namespace
+
+size_t cuda_sample_workspace_bytes(const dds_sampler_config& cfg) {
+  // Called at dds_create with the sampler's device current: also the place to raise the filter
+  // kernel's dynamic shared memory limit once (not a stream operation).
+  ksample::prepare_sample_kernels(cfg.vocab_size);
+  cudaGetLastError();
+  return sample_ws_layout(cfg).total;
+}
+
+dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStream_t stream) {
+  const int V = ctx.config.vocab_size;
+  const SampleWs w = sample_ws_layout(ctx.config);
+  if (ctx.workspace == nullptr || ctx.workspace_bytes < w.total)
+    return fail(DDS_ERR_INTERNAL, "dds_sample: the CUDA workspace is smaller than needed");
+  char* ws = static_cast<char*>(ctx.workspace);
+  ksample::SampleParams P{};
+  P.V = V;
+  P.nblocks = (V + kBlockSize - 1) / kBlockSize;
+  P.num_rows = a.num_rows;
+  P.num_requests = a.num_requests;
+  P.row_offsets = a.row_offsets;
+  P.positions = a.positions;
+  P.logits = a.logits;
+  P.row_stride = a.row_stride;
+  P.uncond = a.uncond_logits;
+  P.uncond_stride = a.uncond_row_stride;
+  P.uncond_num_rows = a.uncond_num_rows;
+  P.uncond_row_offsets = a.uncond_row_offsets;
+  P.gs = a.guidance_scales;
+  P.g = a.guidance_scale;
+  P.temps = a.temperatures;
+  P.temp = a.temperature;
+  P.ks = a.top_ks;
+  P.k = a.top_k;
+  P.ps = a.top_ps;
+  P.p = a.top_p;
+  P.minps = a.min_ps;
+  P.minp = a.min_p;
+  P.seeds = a.seeds;
+  P.seed = a.seed;
+  P.steps = a.steps;
+  P.step = a.step;
+  P.banned = a.banned_token;
+  P.stats_guided = a.stats == DDS_STATS_GUIDED;
+  P.want_stats = (a.logprobs || a.confidence || a.margin || a.entropy || a.probs) ? 1 : 0;
+  P.tokens = a.tokens;
+  P.logprobs = a.logprobs;
+  P.argmax = a.argmax;
+  P.confidence = a.confidence;
+  P.margin = a.margin;
+  P.entropy = a.entropy;
+  P.probs = a.probs;
+  P.probs_dtype = a.probs_dtype;
+  P.probs_stride = a.probs_row_stride;
+  P.request_status = a.request_status;
+  const size_t esz = dtype_size(a.dtype);
+  bool vec = ((uintptr_t)a.logits % 16 == 0) && ((size_t)a.row_stride * esz) % 16 == 0;
+  if (a.uncond_logits)
+    vec = vec && ((uintptr_t)a.uncond_logits % 16 == 0) &&
+          ((size_t)a.uncond_row_stride * esz) % 16 == 0;
+  P.vec_ok = vec ? 1 : 0;
+  P.smem_row = 0;
+  P.counters = reinterpret_cast<int*>(ws + w.counters);
+  P.recs = reinterpret_cast<ksample::BlockRec*>(ws + w.recs);
+  P.rowinfo = reinterpret_cast<ksample::RowInfo*>(ws + w.rowinfo);
+
+  // Which row kernels can have work, from the host-visible scalars only (device arrays may
+  // change between graph replays, so any array means "maybe").
+  const bool arrays = a.top_ks || a.top_ps || a.min_ps;
+  const bool scalar_filter = (a.top_k > 0 && a.top_k < V) || a.top_p < 1.f || a.min_p > 0.f;
+  const float invT = a.temperature > 0.f ? 1.0f / a.temperature : 0.f;
+  const bool scalar_greedy = !(a.temperature > 0.f) || invT > 3.0e38f;
+  const bool all_filtered = !arrays && scalar_filter && !a.temperatures && !scalar_greedy;
+  const bool none_filtered = !arrays && !scalar_filter;
+  const bool run_plain = !all_filtered;
+  const bool run_filter = !none_filtered;
+  cudaError_t e = ksample::launch_sample(a.dtype, P, run_plain, run_filter, stream);
+  if (e != cudaSuccess)
+    return fail(DDS_ERR_CUDA, "dds_sample: kernel launch failed: %s (%s)", cudaGetErrorName(e),
+                cudaGetErrorString(e));
+  return DDS_OK;
+}
+
 }  // namespace dds

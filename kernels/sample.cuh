@@ -1,0 +1,1214 @@
+// dds_sample on CUDA: framework-free kernel templates plus one host launcher (launch_sample).
+// Semantics: docs/sampling.md (the CPU backend is the oracle). Random numbers: kernels/rng.h.
+//
+// Kernel shapes
+//  * row_pass_kernel: one warp per 1024-token block of every unfiltered row (32 values per lane in
+//    registers, block max/argmax/second by shuffle, then one exp pass for the sums). Each warp
+//    writes a 32-byte block record to the workspace and bumps the row's counter; the warp that
+//    brings the counter to nblocks finishes the row (merges the records, picks the winning block
+//    with float64 block Gumbels, re-reads that one block from L2 for the token Gumbels, writes the
+//    outputs) and resets the counter to 0 (graph-safe, no host reset needed).
+//  * filter_kernel: one 1024-thread CTA per row with top-k / top-p / min-p. The row is held in
+//    shared memory as fp32 when it fits, else re-read (L2 / HBM) per pass. Thresholds are found by
+//    radix select over order-preserving keys (3 digit passes, 11/11/10 bits) with counts (top-k)
+//    or 64-bit fixed-point masses (top-p); ties at the boundary are resolved by a radix select on
+//    token ids. The kept set is always a prefix of the order (a desc, t asc), so it is described
+//    by (key threshold, last id at that key, min-p value threshold).
+//  * probs_kernel: writes the probability rows once the row's logZ is known (second read).
+//  * status_kernel: per-request DDS_REQ_* bits (sanitisation flags | EMPTY_ROW of any row).
+#ifndef DDS_KERNELS_SAMPLE_CUH_
+#define DDS_KERNELS_SAMPLE_CUH_
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <cfloat>
+
+#include "dtype.h"
+#include "rng.h"
+
+namespace dds {
+namespace ksample {
+
+constexpr int kB = kBlockSize;  // 1024
+constexpr int kRowWarps = 8;    // warps per CTA of row_pass_kernel
+constexpr int kFilterThreads = 1024;
+constexpr int kHistBins = 2048;
+constexpr int kSmemRowMax = 40960;  // filter rows up to this many columns live in shared memory
+
+// Per-block record of the row pass (32 bytes).
+struct BlockRec {
+  float maxl;    // max of l over the block's finite columns (-inf: none)
+  float second;  // second largest l (multiset: equals maxl on a tie)
+  int amax;      // first column with l == maxl
+  float sa;      // sum exp(a - ma), ma = xform(maxl)
+  float ea;      // sum exp(a - ma) * (a - ma)
+  float sl;      // sum exp(l - maxl)
+  float el;      // sum exp(l - maxl) * (l - maxl)
+  int pad;
+};
+
+// What the probs kernel needs per row.
+struct RowInfo {
+  double logZ;
+  int mode;      // 0: softmax(x) over K0; 1: one-hot `token`; 2: filtered prefix; 3: zeros
+  int use_a;     // mode 0: x = a (processed) or l (guided)
+  float invT;
+  int token;
+  uint32_t kthr; // mode 2: keep key > kthr || (key == kthr && t <= cid), and a >= amin
+  int cid;
+  float amin;
+  int empty;
+};
+
+struct SampleParams {
+  int V, nblocks, num_rows, num_requests;
+  const int32_t* row_offsets;
+  const int32_t* positions;
+  const void* logits;
+  long long row_stride;
+  const void* uncond;
+  long long uncond_stride;
+  int uncond_num_rows;
+  const int32_t* uncond_row_offsets;
+  const float* gs;
+  float g;
+  const float* temps;
+  float temp;
+  const int32_t* ks;
+  int k;
+  const float* ps;
+  float p;
+  const float* minps;
+  float minp;
+  const uint64_t* seeds;
+  uint64_t seed;
+  const uint32_t* steps;
+  uint32_t step;
+  int banned;
+  int stats_guided;
+  int want_stats;
+  int32_t* tokens;
+  float* logprobs;
+  int32_t* argmax;
+  float* confidence;
+  float* margin;
+  float* entropy;
+  void* probs;
+  int probs_dtype;
+  long long probs_stride;
+  int32_t* request_status;
+  int vec_ok;
+  int smem_row;  // filter kernel: row held in shared memory
+  int* counters;
+  BlockRec* recs;
+  RowInfo* rowinfo;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Element access
+template <int DT>
+struct Elt;
+template <>
+struct Elt<0> {
+  using T = float;
+  static constexpr int VEC = 4;
+  static __device__ __forceinline__ float cvt(float x) { return x; }
+};
+template <>
+struct Elt<1> {
+  using T = uint16_t;
+  static constexpr int VEC = 8;
+  static __device__ __forceinline__ float cvt(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+};
+template <>
+struct Elt<2> {
+  using T = uint16_t;
+  static constexpr int VEC = 8;
+  static __device__ __forceinline__ float cvt(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+};
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// Per-request parameters after docs/sampling.md §1.
+struct Req {
+  int row_begin, row_end;
+  bool guided;
+  long long ufirst;
+  float g;
+  bool greedy;
+  float invT;
+  int k;
+  float p;
+  float minp;
+  uint64_t seed;
+  uint32_t step;
+  int status;
+};
+
+__device__ __forceinline__ int find_request(const SampleParams& P, int row) {
+  if (!P.row_offsets) return row;
+  int lo = 0, hi = P.num_requests;  // last r in [0, n) with offs[r] <= row
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (__ldg(P.row_offsets + mid) <= row) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+__device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
+  Req q;
+  q.status = 0;
+  q.row_begin = P.row_offsets ? __ldg(P.row_offsets + r) : r;
+  q.row_end = P.row_offsets ? __ldg(P.row_offsets + r + 1) : r + 1;
+  float T = P.temps ? __ldg(P.temps + r) : P.temp;
+  if (isnan(T) || T < 0.f || isinf(T)) {
+    T = 1.f;
+    q.status |= 1;  // DDS_REQ_BAD_TEMPERATURE
+  }
+  q.greedy = false;
+  q.invT = 1.f;
+  if (T == 0.f) {
+    q.greedy = true;
+  } else {
+    q.invT = __fdiv_rn(1.0f, T);
+    if (isinf(q.invT)) q.greedy = true;
+  }
+  float g = P.gs ? __ldg(P.gs + r) : P.g;
+  if (!isfinite(g)) {
+    g = 0.f;
+    q.status |= 2;  // DDS_REQ_BAD_GUIDANCE
+  }
+  q.g = g;
+  q.guided = false;
+  q.ufirst = 0;
+  if (P.uncond != nullptr && g != 0.f) {
+    long long first = P.uncond_row_offsets ? (long long)__ldg(P.uncond_row_offsets + r)
+                                           : (long long)q.row_begin;
+    if (P.uncond_row_offsets == nullptr || first >= 0) {
+      if (first < 0 || first + (q.row_end - q.row_begin) > P.uncond_num_rows) {
+        q.status |= 32;  // DDS_REQ_BAD_UNCOND_ROWS
+      } else {
+        q.guided = true;
+        q.ufirst = first;
+      }
+    }
+  }
+  int k = P.ks ? __ldg(P.ks + r) : P.k;
+  if (k < 0) {
+    k = 0;
+    q.status |= 4;
+  }
+  q.k = k;
+  float p = P.ps ? __ldg(P.ps + r) : P.p;
+  if (isnan(p)) {
+    p = 1.f;
+    q.status |= 8;
+  }
+  q.p = p;
+  float mp = P.minps ? __ldg(P.minps + r) : P.minp;
+  if (isnan(mp) || mp < 0.f) {
+    mp = 0.f;
+    q.status |= 16;
+  }
+  if (mp > 1.f) mp = 1.f;
+  q.minp = mp;
+  q.seed = P.seeds ? __ldg(P.seeds + r) : P.seed;
+  q.step = P.steps ? __ldg(P.steps + r) : P.step;
+  return q;
+}
+
+__device__ __forceinline__ bool is_filtered(const Req& q, int V) {
+  return !q.greedy && ((q.k > 0 && q.k < V) || q.p < 1.f || q.minp > 0.f);
+}
+
+// §2: l from c (and u).
+__device__ __forceinline__ float make_l(float c, float u, bool guided, float g, int t, int banned) {
+  float v = c;
+  if (guided) v = (c == neg_inf() || u == neg_inf()) ? neg_inf() : __fmaf_rn(g, __fsub_rn(c, u), c);
+  if (t == banned) v = neg_inf();
+  if (isnan(v)) v = neg_inf();
+  if (v == -neg_inf()) v = FLT_MAX;
+  return v;
+}
+// §2 step 3: a = l * invT, +inf -> FLT_MAX.
+__device__ __forceinline__ float xform(float l, float invT) {
+  float a = __fmul_rn(l, invT);
+  if (a == -neg_inf()) a = FLT_MAX;
+  return a;
+}
+
+// Loads the VEC values of columns [c0, c0 + VEC) of a row; columns >= V read as -inf.
+template <int DT>
+__device__ __forceinline__ void load_vec(const typename Elt<DT>::T* rowp, int c0, int V, bool vec,
+                                         float* out) {
+  using T = typename Elt<DT>::T;
+  constexpr int VEC = Elt<DT>::VEC;
+  if (vec && c0 + VEC <= V) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(rowp + c0);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int q = 0; q < VEC; ++q) out[q] = Elt<DT>::cvt(e[q]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < VEC; ++q) out[q] = (c0 + q < V) ? Elt<DT>::cvt(rowp[c0 + q]) : neg_inf();
+  }
+}
+
+// The 1024 l values of block `blk` of `row` for one warp: lane holds columns
+// blk*1024 + j*32*VEC + lane*VEC + q at lv[j*VEC + q].
+template <int DT>
+__device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q, int row, int blk,
+                                             int lane, float (&lv)[32]) {
+  using T = typename Elt<DT>::T;
+  constexpr int VEC = Elt<DT>::VEC;
+  constexpr int NJ = 32 / VEC;
+  const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  const T* urow = nullptr;
+  if (q.guided)
+    urow = reinterpret_cast<const T*>(P.uncond) + (q.ufirst + (row - q.row_begin)) * P.uncond_stride;
+  const bool vec = P.vec_ok != 0;
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+    float c[VEC];
+    load_vec<DT>(crow, c0, P.V, vec, c);
+    if (q.guided) {
+      float u[VEC];
+      load_vec<DT>(urow, c0, P.V, vec, u);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = make_l(c[e], u[e], true, q.g, c0 + e, P.banned);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = make_l(c[e], 0.f, false, 0.f, c0 + e, P.banned);
+    }
+  }
+}
+
+template <int DT>
+__device__ __forceinline__ int col_of(int blk, int lane, int i) {
+  constexpr int VEC = Elt<DT>::VEC;
+  return blk * kB + (i / VEC) * 32 * VEC + lane * VEC + (i % VEC);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reductions
+struct Top2 {
+  float m1;
+  int i1;
+  float m2;
+};
+__device__ __forceinline__ Top2 top2_merge(Top2 a, Top2 b) {
+  Top2 r;
+  if (a.m1 > b.m1) {
+    r.m1 = a.m1; r.i1 = a.i1; r.m2 = fmaxf(a.m2, b.m1);
+  } else if (b.m1 > a.m1) {
+    r.m1 = b.m1; r.i1 = b.i1; r.m2 = fmaxf(b.m2, a.m1);
+  } else {  // equal maxima (both may be -inf)
+    r.m1 = a.m1;
+    r.i1 = min(a.i1, b.i1);
+    r.m2 = (a.i1 < INT_MAX && b.i1 < INT_MAX) ? a.m1 : fmaxf(a.m2, b.m2);
+  }
+  return r;
+}
+__device__ __forceinline__ Top2 warp_top2(Top2 v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    Top2 w;
+    w.m1 = __shfl_xor_sync(0xffffffffu, v.m1, o);
+    w.i1 = __shfl_xor_sync(0xffffffffu, v.i1, o);
+    w.m2 = __shfl_xor_sync(0xffffffffu, v.m2, o);
+    v = top2_merge(v, w);
+  }
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double warp_sumd(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ int warp_sumi(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// argmax of (value desc, id asc); id INT_MAX = none.
+__device__ __forceinline__ void argmax_merge(double& v, int& i, double v2, int i2) {
+  if (i2 != INT_MAX && (i == INT_MAX || v2 > v || (v2 == v && i2 < i))) {
+    v = v2;
+    i = i2;
+  }
+}
+__device__ __forceinline__ void warp_argmax(double& v, int& i) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const double v2 = __shfl_xor_sync(0xffffffffu, v, o);
+    const int i2 = __shfl_xor_sync(0xffffffffu, i, o);
+    argmax_merge(v, i, v2, i2);
+  }
+}
+
+__device__ __forceinline__ float fexp(float d) { return exp2f(d * 1.4426950408889634f); }
+
+// ------------------------------------------------------------------------------------------------
+// Output helpers
+__device__ __forceinline__ void store_prob(void* base, int dt, long long idx, float v) {
+  if (dt == 0) reinterpret_cast<float*>(base)[idx] = v;
+  else if (dt == 1) reinterpret_cast<uint16_t*>(base)[idx] = f32_to_bf16(v);
+  else reinterpret_cast<uint16_t*>(base)[idx] = f32_to_f16(v);
+}
+
+__device__ __forceinline__ void write_empty(const SampleParams& P, int row) {
+  if (P.tokens) P.tokens[row] = 0;
+  if (P.argmax) P.argmax[row] = 0;
+  if (P.logprobs) P.logprobs[row] = neg_inf();
+  if (P.confidence) P.confidence[row] = 0.f;
+  if (P.margin) P.margin[row] = 0.f;
+  if (P.entropy) P.entropy[row] = 0.f;
+  RowInfo ri;
+  ri.logZ = 0;
+  ri.mode = 3;
+  ri.use_a = 0;
+  ri.invT = 1.f;
+  ri.token = 0;
+  ri.kthr = 0;
+  ri.cid = 0;
+  ri.amin = 0;
+  ri.empty = 1;
+  P.rowinfo[row] = ri;
+}
+
+__device__ __forceinline__ void write_outputs(const SampleParams& P, int row, int token, int amax,
+                                              double logprob, double conf, double margin,
+                                              double ent) {
+  if (P.tokens) P.tokens[row] = token;
+  if (P.argmax) P.argmax[row] = amax;
+  if (P.logprobs) P.logprobs[row] = (float)logprob;
+  if (P.confidence) P.confidence[row] = (float)conf;
+  if (P.margin) P.margin[row] = (float)margin;
+  if (P.entropy) P.entropy[row] = (float)ent;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Unfiltered rows: one warp per block, last warp of the row finishes.
+template <int DT>
+__device__ void finish_row(const SampleParams& P, const Req& q, int row, int lane) {
+  const int nb = P.nblocks;
+  const BlockRec* recs = P.recs + (long long)row * nb;
+  // Merge argmax / second and find the global maxima.
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    Top2 o{m1, __ldcg(&recs[b].amax), __ldcg(&recs[b].second)};
+    t = top2_merge(t, o);
+  }
+  t = warp_top2(t);
+  if (t.m1 == neg_inf()) {
+    if (lane == 0) write_empty(P, row);
+    return;
+  }
+  const float Ml = t.m1;
+  const int amax = t.i1;
+  const bool need_a = !q.greedy;
+  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
+  const int i = row - q.row_begin;
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  // Sums relative to the global maxima, block scores.
+  double Za = 0, Ea = 0, Zl = 0, El = 0;
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    if (need_a) {
+      const float ma = xform(m1, q.invT);
+      const double sa = (double)__ldcg(&recs[b].sa);
+      const double ea = (double)__ldcg(&recs[b].ea);
+      const double dm = (double)ma - (double)Ma;
+      const double w = exp(dm);
+      Za += sa * w;
+      Ea += w * (ea + dm * sa);
+      const double score = ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+      argmax_merge(best, bbest, score, b);
+    }
+    if (P.stats_guided) {
+      const double sl = (double)__ldcg(&recs[b].sl);
+      const double el = (double)__ldcg(&recs[b].el);
+      const double dm = (double)m1 - (double)Ml;
+      const double w = exp(dm);
+      Zl += sl * w;
+      El += w * (el + dm * sl);
+    }
+  }
+  Za = warp_sumd(Za);
+  Ea = warp_sumd(Ea);
+  Zl = warp_sumd(Zl);
+  El = warp_sumd(El);
+  int token = amax;
+  if (need_a) {
+    warp_argmax(best, bbest);
+    float lv[32];
+    load_block_l<DT>(P, q, row, bbest, lane, lv);
+    double bv = 0;
+    int bt = INT_MAX;
+#pragma unroll 4
+    for (int e = 0; e < 32; ++e) {
+      if (lv[e] == neg_inf()) continue;
+      const int col = col_of<DT>(bbest, lane, e);
+      const double v = (double)xform(lv[e], q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      argmax_merge(bv, bt, v, col);
+    }
+    warp_argmax(bv, bt);
+    token = bt;
+  }
+  if (lane != 0) return;
+  RowInfo ri;
+  ri.empty = 0;
+  ri.token = token;
+  ri.invT = q.invT;
+  ri.kthr = 0;
+  ri.cid = 0;
+  ri.amin = 0;
+  double logprob = 0, conf = 1, margin = 1, ent = 0;
+  if (P.stats_guided) {
+    const double logZ = (double)Ml + log(Zl);
+    float xt = 0.f;
+    if (P.logprobs) {
+      // l of the token: recompute from memory (one element).
+      using T = typename Elt<DT>::T;
+      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+      const float c = Elt<DT>::cvt(crow[token]);
+      float u = 0.f;
+      if (q.guided)
+        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
+      xt = make_l(c, u, q.guided, q.g, token, P.banned);
+    }
+    logprob = (double)xt - logZ;
+    conf = exp((double)Ml - logZ);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp((double)t.m2 - logZ);
+    margin = conf - p2;
+    ent = log(Zl) - El / Zl;
+    ri.mode = 0;
+    ri.use_a = 0;
+    ri.logZ = logZ;
+  } else if (q.greedy) {
+    ri.mode = 1;
+    ri.use_a = 0;
+    ri.logZ = 0;
+  } else {
+    const double logZ = (double)Ma + log(Za);
+    float xt = 0.f;
+    if (P.logprobs) {
+      using T = typename Elt<DT>::T;
+      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+      const float c = Elt<DT>::cvt(crow[token]);
+      float u = 0.f;
+      if (q.guided)
+        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
+      xt = xform(make_l(c, u, q.guided, q.g, token, P.banned), q.invT);
+    }
+    logprob = (double)xt - logZ;
+    conf = exp((double)Ma - logZ);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp((double)xform(t.m2, q.invT) - logZ);
+    margin = conf - p2;
+    ent = log(Za) - Ea / Za;
+    ri.mode = 0;
+    ri.use_a = 1;
+    ri.logZ = logZ;
+  }
+  if (ent < 0) ent = 0;
+  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+  P.rowinfo[row] = ri;
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) row_pass_kernel(SampleParams P) {
+  const int lane = threadIdx.x & 31;
+  const long long gw = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
+  if (gw >= (long long)P.num_rows * P.nblocks) return;
+  const int row = (int)(gw / P.nblocks);
+  const int blk = (int)(gw - (long long)row * P.nblocks);
+  const int r = find_request(P, row);
+  const Req q = load_req(P, r);
+  if (is_filtered(q, P.V)) return;
+  float lv[32];
+  load_block_l<DT>(P, q, row, blk, lane, lv);
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    const float v = lv[e];
+    if (v > t.m1) {
+      t.m2 = t.m1;
+      t.m1 = v;
+      t.i1 = e;
+    } else if (v > t.m2) {
+      t.m2 = v;
+    }
+  }
+  // lane-local index -> column (elements visited in increasing column order within a lane, so
+  // the first maximum is kept by the strict comparison above).
+  if (t.i1 != INT_MAX) t.i1 = col_of<DT>(blk, lane, t.i1);
+  t = warp_top2(t);
+  BlockRec rec;
+  rec.maxl = t.m1;
+  rec.second = t.m2;
+  rec.amax = t.i1;
+  rec.sa = rec.ea = rec.sl = rec.el = 0.f;
+  rec.pad = 0;
+  if (t.m1 != neg_inf()) {
+    if (!q.greedy) {
+      const float ma = xform(t.m1, q.invT);
+      float s = 0.f, en = 0.f;
+      const bool want_e = P.want_stats && !P.stats_guided;
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const float d = fmaxf(xform(lv[e], q.invT) - ma, -1000.f);
+        const float x = fexp(d);
+        s += x;
+        if (want_e) en = fmaf(x, d, en);
+      }
+      rec.sa = warp_sum(s);
+      if (want_e) rec.ea = warp_sum(en);
+    }
+    if (P.want_stats && P.stats_guided) {
+      float s = 0.f, en = 0.f;
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const float d = fmaxf(lv[e] - t.m1, -1000.f);
+        const float x = fexp(d);
+        s += x;
+        en = fmaf(x, d, en);
+      }
+      rec.sl = warp_sum(s);
+      rec.el = warp_sum(en);
+    }
+  }
+  int last = 0;
+  if (P.nblocks == 1) {
+    last = 1;
+    if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
+    __syncwarp();
+  } else {
+    if (lane == 0) {
+      P.recs[(long long)row * P.nblocks + blk] = rec;
+      __threadfence();
+      const int old = atomicAdd(P.counters + row, 1);
+      last = (old == P.nblocks - 1);
+      if (last) {
+        P.counters[row] = 0;
+        __threadfence();
+      }
+    }
+    last = __shfl_sync(0xffffffffu, last, 0);
+  }
+  if (!last) return;
+  finish_row<DT>(P, q, row, lane);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Filtered rows: one CTA per row.
+__device__ __forceinline__ uint32_t fkey(float a) {
+  const uint32_t u = __float_as_uint(a);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+struct FilterSmem {
+  uint32_t cnt[kHistBins];
+  unsigned long long mass[kHistBins];
+  double redd[32];
+  int redi[32];
+  float redf[32];
+  float redf2[32];
+  uint32_t sel_key;
+  unsigned long long sel_above_mass;
+  int sel_above_cnt;
+  int sel_eq_cnt;
+  unsigned long long sel_eq_mass;
+};
+
+constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point top-p masses (e <= 1)
+
+// Element source for the filter kernel: shared-memory row or recompute from global memory.
+template <int DT>
+struct RowSrc {
+  const typename Elt<DT>::T* crow;
+  const typename Elt<DT>::T* urow;
+  const float* srow;
+  bool guided;
+  float g;
+  int banned;
+  __device__ __forceinline__ float l(int t) const {
+    if (srow) return srow[t];
+    const float c = Elt<DT>::cvt(crow[t]);
+    const float u = guided ? Elt<DT>::cvt(urow[t]) : 0.f;
+    return make_l(c, u, guided, g, t, banned);
+  }
+};
+
+// CTA-wide radix select: among the elements for which f(t, &key, &mass) returns true, finds the
+// key K at which the count (mode 0: reaching `need`) or the fixed-point mass (mode 1: reaching
+// `target`) accumulated from the largest key down first reaches the goal. Results in sm.
+template <typename F>
+__device__ void radix_select(FilterSmem& sm, int V, int mode, long long need, double target, F f) {
+  const int tid = threadIdx.x;
+  uint32_t prefix = 0, pmask = 0;
+  long long above_cnt = 0;
+  unsigned long long above_mass = 0;
+  const int shifts[3] = {21, 10, 0};
+  const int widths[3] = {11, 11, 10};
+  for (int pass = 0; pass < 3; ++pass) {
+    const int sh = shifts[pass];
+    const uint32_t wmask = (1u << widths[pass]) - 1u;
+    for (int i = tid; i < kHistBins; i += blockDim.x) {
+      sm.cnt[i] = 0;
+      sm.mass[i] = 0;
+    }
+    __syncthreads();
+    for (int t = tid; t < V; t += blockDim.x) {
+      uint32_t key;
+      unsigned long long m;
+      if (!f(t, key, m)) continue;
+      if ((key & pmask) != prefix) continue;
+      const uint32_t bin = (key >> sh) & wmask;
+      atomicAdd(&sm.cnt[bin], 1u);
+      if (mode == 1) atomicAdd(&sm.mass[bin], m);
+    }
+    __syncthreads();
+    if (tid < 32) {
+      // Lane L scans bins [top - 64(L+1) + 1, top - 64L] (descending) where top = wmask.
+      const int nbins = (int)wmask + 1;
+      const int per = nbins / 32;
+      const int hi = nbins - 1 - tid * per;
+      long long lc = 0;
+      unsigned long long lm = 0;
+      int last_nonempty = -1;
+      for (int b = hi; b > hi - per; --b) {
+        lc += sm.cnt[b];
+        lm += sm.mass[b];
+        if (sm.cnt[b]) last_nonempty = b;
+      }
+      // exclusive prefix over lanes (descending bins)
+      long long pc = lc;
+      unsigned long long pm = lm;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const long long c2 = __shfl_up_sync(0xffffffffu, pc, o);
+        const unsigned long long m2 = __shfl_up_sync(0xffffffffu, pm, o);
+        if (tid >= o) {
+          pc += c2;
+          pm += m2;
+        }
+      }
+      const long long ec = pc - lc;
+      const unsigned long long em = pm - lm;
+      bool hit;
+      if (mode == 0) hit = (above_cnt + ec < need) && (above_cnt + pc >= need);
+      else hit = ((double)(above_mass + em) < target) && ((double)(above_mass + pm) >= target);
+      const unsigned hitmask = __ballot_sync(0xffffffffu, hit && lc > 0);
+      int src;
+      if (hitmask) {
+        src = __ffs(hitmask) - 1;
+      } else {
+        // not reached (rounding): take the lowest non-empty bin
+        const unsigned ne = __ballot_sync(0xffffffffu, last_nonempty >= 0);
+        src = 31 - __clz(ne);
+      }
+      if (tid == src) {
+        long long c = above_cnt + ec;
+        unsigned long long m = above_mass + em;
+        int chosen = last_nonempty;
+        for (int b = hi; b > hi - per; --b) {
+          if (sm.cnt[b] == 0) continue;
+          const bool reach = (mode == 0) ? (c + sm.cnt[b] >= need)
+                                         : ((double)(m + sm.mass[b]) >= target);
+          if (reach || b == last_nonempty) {
+            chosen = b;
+            break;
+          }
+          c += sm.cnt[b];
+          m += sm.mass[b];
+        }
+        sm.sel_key = (uint32_t)chosen;
+        sm.sel_above_cnt = (int)c;
+        sm.sel_above_mass = m;
+        sm.sel_eq_cnt = (int)sm.cnt[chosen];
+        sm.sel_eq_mass = sm.mass[chosen];
+      }
+    }
+    __syncthreads();
+    prefix |= sm.sel_key << sh;
+    pmask |= wmask << sh;
+    above_cnt = sm.sel_above_cnt;
+    above_mass = sm.sel_above_mass;
+    __syncthreads();
+  }
+  if (tid == 0) sm.sel_key = prefix;
+  __syncthreads();
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
+  float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
+  const int row = blockIdx.x;
+  const int r = find_request(P, row);
+  const Req q = load_req(P, r);
+  if (!is_filtered(q, P.V)) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int V = P.V;
+  const int i = row - q.row_begin;
+  using T = typename Elt<DT>::T;
+  RowSrc<DT> src;
+  src.crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  src.urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + i) * P.uncond_stride : nullptr;
+  src.srow = nullptr;
+  src.guided = q.guided;
+  src.g = q.g;
+  src.banned = P.banned;
+
+  // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row.
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  int n0 = 0;
+  for (int c = tid; c < V; c += blockDim.x) {
+    const float v = src.l(c);
+    if (srow) srow[c] = v;
+    if (v == neg_inf()) continue;
+    ++n0;
+    Top2 o{v, c, neg_inf()};
+    t = top2_merge(t, o);
+  }
+  t = warp_top2(t);
+  n0 = warp_sumi(n0);
+  if (lane == 0) {
+    sm.redf[warp] = t.m1;
+    sm.redi[warp] = t.i1;
+    sm.redf2[warp] = t.m2;
+    sm.cnt[warp] = (uint32_t)n0;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    Top2 w{sm.redf[lane], sm.redi[lane], sm.redf2[lane]};
+    w = warp_top2(w);
+    int n = warp_sumi((int)sm.cnt[lane]);
+    if (lane == 0) {
+      sm.redf[0] = w.m1;
+      sm.redi[0] = w.i1;
+      sm.redf2[0] = w.m2;
+      sm.sel_eq_cnt = n;
+    }
+  }
+  __syncthreads();
+  const float Ml = sm.redf[0];
+  const int amax = sm.redi[0];
+  const float second_l = sm.redf2[0];
+  n0 = sm.sel_eq_cnt;
+  __syncthreads();
+  if (srow) src.srow = srow;
+  if (n0 == 0) {
+    if (tid == 0) write_empty(P, row);
+    return;
+  }
+  const float invT = q.invT;
+  const float m = xform(Ml, invT);
+  const double md = (double)m;
+
+  // Prefix (kthr, cid): keep key > kthr || (key == kthr && t <= cid). Initially all finite.
+  uint32_t kthr = 0;
+  int cid = INT_MAX;
+  // Tie cut: the r-th smallest id among key == K (and in the current prefix).
+  auto tie_cut = [&](uint32_t K, int rr) -> int {
+    radix_select(sm, V, 0, rr, 0.0, [&](int c, uint32_t& key, unsigned long long& ms) {
+      const float l = src.l(c);
+      if (l == neg_inf()) return false;
+      const uint32_t kk = fkey(xform(l, invT));
+      if (kk != K) return false;
+      if (kk == kthr && c > cid) return false;
+      key = ~(uint32_t)c;
+      ms = 0;
+      return true;
+    });
+    return (int)~sm.sel_key;
+  };
+  if (q.k > 0 && q.k < n0) {
+    radix_select(sm, V, 0, q.k, 0.0, [&](int c, uint32_t& key, unsigned long long& ms) {
+      const float l = src.l(c);
+      if (l == neg_inf()) return false;
+      key = fkey(xform(l, invT));
+      ms = 0;
+      return true;
+    });
+    const uint32_t K = sm.sel_key;
+    const int rr = q.k - sm.sel_above_cnt;
+    const int eq = sm.sel_eq_cnt;
+    __syncthreads();
+    int c2 = INT_MAX;
+    if (rr < eq) c2 = tie_cut(K, rr);
+    kthr = K;
+    cid = c2;
+  }
+  if (q.p < 1.f) {
+    if (q.p <= 0.f) {
+      const uint32_t K = fkey(m);
+      const int c2 = tie_cut(K, 1);
+      kthr = K;
+      cid = c2;
+    } else {
+      // Z1 over the current prefix, fixed point.
+      unsigned long long z = 0;
+      for (int c = tid; c < V; c += blockDim.x) {
+        const float l = src.l(c);
+        if (l == neg_inf()) continue;
+        const float a = xform(l, invT);
+        const uint32_t kk = fkey(a);
+        if (kk < kthr || (kk == kthr && c > cid)) continue;
+        z += __double2ull_rn(exp((double)a - md) * kMassScale);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
+      if (lane == 0) sm.mass[warp] = z;
+      __syncthreads();
+      if (warp == 0) {
+        unsigned long long w = sm.mass[lane];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+        if (lane == 0) sm.sel_above_mass = w;
+      }
+      __syncthreads();
+      const double target = (double)q.p * (double)sm.sel_above_mass;
+      __syncthreads();
+      radix_select(sm, V, 1, 0, target, [&](int c, uint32_t& key, unsigned long long& ms) {
+        const float l = src.l(c);
+        if (l == neg_inf()) return false;
+        const float a = xform(l, invT);
+        const uint32_t kk = fkey(a);
+        if (kk < kthr || (kk == kthr && c > cid)) return false;
+        key = kk;
+        ms = __double2ull_rn(exp((double)a - md) * kMassScale);
+        return true;
+      });
+      const uint32_t K = sm.sel_key;
+      const unsigned long long A = sm.sel_above_mass;
+      const int eq = sm.sel_eq_cnt;
+      __syncthreads();
+      // value of key K: invert fkey
+      const uint32_t ub = (K & 0x80000000u) ? (K & 0x7fffffffu) : ~K;
+      const double e = (double)__double2ull_rn(exp((double)__uint_as_float(ub) - md) * kMassScale);
+      long long nk;
+      if ((double)A >= target) nk = 1;  // only when K is the first key (target tiny)
+      else nk = (long long)ceil((target - (double)A) / e);
+      if (nk < 1) nk = 1;
+      if (nk < eq) {
+        const int c2 = tie_cut(K, (int)nk);
+        cid = c2;
+      } else if (K != kthr) {
+        cid = INT_MAX;
+      }
+      kthr = K;
+    }
+  }
+  float amin = neg_inf();
+  if (q.minp > 0.f) {
+    if (tid == 0) {
+      const double lm = log((double)q.minp);
+      float x = (float)(md + lm);
+      if (x > m) x = m;
+      int it = 0;
+      while (it++ < 64 && !(exp((double)x - md) >= (double)q.minp)) x = nextafterf(x, FLT_MAX);
+      it = 0;
+      while (it++ < 64) {
+        const float y = nextafterf(x, -FLT_MAX);
+        if (exp((double)y - md) >= (double)q.minp) x = y;
+        else break;
+      }
+      sm.redf[0] = x;
+    }
+    __syncthreads();
+    amin = sm.redf[0];
+    __syncthreads();
+  }
+  auto in_k = [&](int c, float a) -> bool {
+    const uint32_t kk = fkey(a);
+    return (kk > kthr || (kk == kthr && c <= cid)) && a >= amin;
+  };
+
+  // Final pass: per-block kept sums (warp per block), processed and guided statistics.
+  const int nb = P.nblocks;
+  BlockRec* recs = P.recs + (long long)row * nb;
+  double Z = 0, E = 0, Zl = 0, El = 0;
+  int nk = 0;
+  for (int b = warp; b < nb; b += 32) {
+    float s = 0.f, en = 0.f, sl = 0.f, el = 0.f;
+    for (int j = 0; j < 32; ++j) {
+      const int c = b * kB + j * 32 + lane;
+      if (c >= V) break;
+      const float l = src.l(c);
+      if (l == neg_inf()) continue;
+      const float a = xform(l, invT);
+      if (in_k(c, a)) {
+        const float d = fmaxf(a - m, -1000.f);
+        const float x = fexp(d);
+        s += x;
+        en = fmaf(x, d, en);
+        ++nk;
+      }
+      if (P.stats_guided) {
+        const float d = fmaxf(l - Ml, -1000.f);
+        const float x = fexp(d);
+        sl += x;
+        el = fmaf(x, d, el);
+      }
+    }
+    s = warp_sum(s);
+    en = warp_sum(en);
+    sl = warp_sum(sl);
+    el = warp_sum(el);
+    if (lane == 0) recs[b].sa = s;
+    Z += s;
+    E += en;
+    Zl += sl;
+    El += el;
+  }
+  nk = warp_sumi(nk);
+  if (lane == 0) {
+    sm.redd[warp] = Z;
+    sm.mass[warp] = __double_as_longlong(E);
+    sm.mass[32 + warp] = __double_as_longlong(Zl);
+    sm.mass[64 + warp] = __double_as_longlong(El);
+    sm.cnt[warp] = (uint32_t)nk;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    double z = sm.redd[lane], e = __longlong_as_double(sm.mass[lane]);
+    double zl = __longlong_as_double(sm.mass[32 + lane]), elv = __longlong_as_double(sm.mass[64 + lane]);
+    int n = (int)sm.cnt[lane];
+    z = warp_sumd(z);
+    e = warp_sumd(e);
+    zl = warp_sumd(zl);
+    elv = warp_sumd(elv);
+    n = warp_sumi(n);
+    if (lane == 0) {
+      sm.redd[0] = z;
+      sm.redd[1] = e;
+      sm.redd[2] = zl;
+      sm.redd[3] = elv;
+      sm.sel_eq_cnt = n;
+    }
+  }
+  __syncthreads();
+  Z = sm.redd[0];
+  E = sm.redd[1];
+  Zl = sm.redd[2];
+  El = sm.redd[3];
+  const int nkept = sm.sel_eq_cnt;
+  __syncthreads();
+
+  // Winning block.
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = tid; b < nb; b += blockDim.x) {
+    const float s = recs[b].sa;
+    if (!(s > 0.f)) continue;
+    const double score = (md + log((double)s)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+    argmax_merge(best, bbest, score, b);
+  }
+  warp_argmax(best, bbest);
+  if (lane == 0) {
+    sm.redd[warp] = best;
+    sm.redi[warp] = bbest;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    double v = sm.redd[lane];
+    int id = sm.redi[lane];
+    warp_argmax(v, id);
+    if (lane == 0) sm.redi[0] = id;
+  }
+  __syncthreads();
+  const int wb = sm.redi[0];
+  __syncthreads();
+  // Token within the block.
+  best = 0;
+  bbest = INT_MAX;
+  {
+    const int c = wb * kB + tid;
+    if (wb != INT_MAX && c < V && tid < kB) {
+      const float l = src.l(c);
+      if (l != neg_inf()) {
+        const float a = xform(l, invT);
+        if (in_k(c, a)) {
+          const double v = (double)a + gumbel(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+          argmax_merge(best, bbest, v, c);
+        }
+      }
+    }
+  }
+  warp_argmax(best, bbest);
+  if (lane == 0) {
+    sm.redd[warp] = best;
+    sm.redi[warp] = bbest;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    double v = sm.redd[lane];
+    int id = sm.redi[lane];
+    warp_argmax(v, id);
+    if (lane == 0) {
+      const int token = (id == INT_MAX) ? amax : id;
+      double logprob, conf, margin, ent;
+      RowInfo ri;
+      ri.empty = 0;
+      ri.token = token;
+      ri.invT = invT;
+      ri.kthr = kthr;
+      ri.cid = cid;
+      ri.amin = amin;
+      const float lt = src.l(token);
+      if (P.stats_guided) {
+        const double logZ = (double)Ml + log(Zl);
+        logprob = (double)lt - logZ;
+        conf = exp((double)Ml - logZ);
+        const double p2 = (second_l == neg_inf()) ? 0.0 : exp((double)second_l - logZ);
+        margin = conf - p2;
+        ent = log(Zl) - El / Zl;
+        ri.mode = 0;
+        ri.use_a = 0;
+        ri.logZ = logZ;
+      } else {
+        const double logZ = md + log(Z);
+        logprob = (double)xform(lt, invT) - logZ;
+        conf = exp(md - logZ);
+        const double p2 = (nkept < 2) ? 0.0 : exp((double)xform(second_l, invT) - logZ);
+        margin = conf - p2;
+        ent = log(Z) - E / Z;
+        ri.mode = 2;
+        ri.use_a = 1;
+        ri.logZ = logZ;
+      }
+      if (ent < 0) ent = 0;
+      write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+      P.rowinfo[row] = ri;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Probabilities (after the row kernels): one CTA of 256 threads per (row, 4096-column chunk).
+template <int DT>
+__global__ void __launch_bounds__(256) probs_kernel(SampleParams P, int chunks) {
+  const long long bid = blockIdx.x;
+  const int row = (int)(bid / chunks);
+  const int chunk = (int)(bid - (long long)row * chunks);
+  if (row >= P.num_rows) return;
+  const int r = find_request(P, row);
+  const Req q = load_req(P, r);
+  const RowInfo ri = P.rowinfo[row];
+  using T = typename Elt<DT>::T;
+  const int i = row - q.row_begin;
+  const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  const T* urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + i) * P.uncond_stride : nullptr;
+  const int c0 = chunk * 4096;
+  const int c1 = min(P.V, c0 + 4096);
+  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
+    float pv = 0.f;
+    if (ri.mode == 1) {
+      pv = (c == ri.token) ? 1.f : 0.f;
+    } else if (ri.mode != 3) {
+      const float cv = Elt<DT>::cvt(crow[c]);
+      const float uv = q.guided ? Elt<DT>::cvt(urow[c]) : 0.f;
+      const float l = make_l(cv, uv, q.guided, q.g, c, P.banned);
+      if (l != neg_inf()) {
+        const float x = ri.use_a ? xform(l, ri.invT) : l;
+        bool keep = true;
+        if (ri.mode == 2) {
+          const uint32_t kk = fkey(x);
+          keep = (kk > ri.kthr || (kk == ri.kthr && c <= ri.cid)) && x >= ri.amin;
+        }
+        if (keep) pv = expf((float)((double)x - ri.logZ));
+      }
+    }
+    store_prob(P.probs, P.probs_dtype, (long long)row * P.probs_stride + c, pv);
+  }
+}
+
+__global__ void status_kernel(SampleParams P) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= P.num_requests) return;
+  const Req q = load_req(P, r);
+  int st = q.status;
+  const int b = max(0, q.row_begin), e = min(P.num_rows, q.row_end);
+  for (int row = b; row < e; ++row)
+    if (P.rowinfo[row].empty) {
+      st |= 64;  // DDS_REQ_EMPTY_ROW
+      break;
+    }
+  P.request_status[r] = st;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side
+inline size_t filter_smem_bytes(int V, bool smem_row) {
+  return sizeof(FilterSmem) + (smem_row ? (size_t)V * sizeof(float) : 0);
+}
+
+template <int DT>
+inline cudaError_t set_filter_attr(int V) {
+  const size_t bytes = filter_smem_bytes(V, V <= kSmemRowMax);
+  return cudaFuncSetAttribute(filter_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)bytes);
+}
+
+inline cudaError_t prepare_sample_kernels(int V) {
+  cudaError_t e = set_filter_attr<0>(V);
+  if (e == cudaSuccess) e = set_filter_attr<1>(V);
+  if (e == cudaSuccess) e = set_filter_attr<2>(V);
+  return e;
+}
+
+// launch flags: which row kernels may have work (decided from host-visible scalars).
+template <int DT>
+inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, cudaStream_t s) {
+  if (run_plain) {
+    const long long warps = (long long)P.num_rows * P.nblocks;
+    const long long grid = (warps + kRowWarps - 1) / kRowWarps;
+    row_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+  }
+  if (run_filter) {
+    P.smem_row = P.V <= kSmemRowMax;
+    filter_kernel<DT><<<P.num_rows, kFilterThreads, filter_smem_bytes(P.V, P.smem_row), s>>>(P);
+  }
+  if (P.probs) {
+    const int chunks = (P.V + 4095) / 4096;
+    probs_kernel<DT><<<(unsigned)((long long)P.num_rows * chunks), 256, 0, s>>>(P, chunks);
+  }
+  if (P.request_status) status_kernel<<<(P.num_requests + 127) / 128, 128, 0, s>>>(P);
+  return cudaGetLastError();
+}
+
+inline cudaError_t launch_sample(int dtype, const SampleParams& P, bool run_plain, bool run_filter,
+                                 cudaStream_t s) {
+  switch (dtype) {
+    case 0: return launch_sample_dt<0>(P, run_plain, run_filter, s);
+    case 1: return launch_sample_dt<1>(P, run_plain, run_filter, s);
+    default: return launch_sample_dt<2>(P, run_plain, run_filter, s);
+  }
+}
+
+}  // namespace ksample
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SAMPLE_CUH_
