@@ -1,0 +1,35 @@
+"""dds — the discrete diffusion sampler (Python bindings of libdds).
+
+    import numpy as np, dds
+    with dds.Sampler(vocab_size=32000) as s:             # backend="cuda" for torch / CuPy
+        r = s.sample(logits, temperature=0.8, top_k=50, seed=1, outputs=("tokens", "confidence"))
+        r.tokens, r.confidence
+
+The raw SWIG module is dds._dds (every C function, pointers as integers).
+"""
+
+from . import _dds
+from ._dds import ArgumentError, Error
+from ._sampler import SampleResult, Sampler, StashResult, has_cuda
+
+__version__: str = _dds.dds_version_string()
+"""Version of the loaded libdds (dds_version_string())."""
+
+version_number: int = _dds.dds_version_number()
+
+# DDS_REQ_* bits of request_status
+REQ_BAD_TEMPERATURE: int = _dds.DDS_REQ_BAD_TEMPERATURE
+REQ_BAD_GUIDANCE: int = _dds.DDS_REQ_BAD_GUIDANCE
+REQ_BAD_TOP_K: int = _dds.DDS_REQ_BAD_TOP_K
+REQ_BAD_TOP_P: int = _dds.DDS_REQ_BAD_TOP_P
+REQ_BAD_MIN_P: int = _dds.DDS_REQ_BAD_MIN_P
+REQ_BAD_UNCOND_ROWS: int = _dds.DDS_REQ_BAD_UNCOND_ROWS
+REQ_EMPTY_ROW: int = _dds.DDS_REQ_EMPTY_ROW
+REQ_BAD_SLOT: int = _dds.DDS_REQ_BAD_SLOT
+
+__all__ = [
+    "ArgumentError", "Error", "SampleResult", "Sampler", "StashResult", "has_cuda",
+    "__version__", "version_number",
+    "REQ_BAD_TEMPERATURE", "REQ_BAD_GUIDANCE", "REQ_BAD_TOP_K", "REQ_BAD_TOP_P", "REQ_BAD_MIN_P",
+    "REQ_BAD_UNCOND_ROWS", "REQ_EMPTY_ROW", "REQ_BAD_SLOT",
+]

@@ -1,0 +1,603 @@
+"""dds.Sampler: the Pythonic layer over the raw SWIG module dds._dds."""
+
+from __future__ import annotations
+
+import numbers
+import sys
+import threading
+from typing import Any, Iterable, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _dds
+from ._arrays import (
+    DTYPE_CODES,
+    ArrayInfo,
+    CallContext,
+    alloc_lib_for,
+    describe,
+    dtype_name,
+    host_convert,
+    is_host_sequence,
+    is_scalar,
+    matrix,
+    out_block,
+    out_vector,
+    resolve_stream,
+    vector,
+)
+
+ArrayLike = Any  # numpy.ndarray | torch.Tensor | cupy.ndarray | list (small arrays only)
+Scalar = Union[int, float]
+
+SAMPLE_OUTPUTS = ("tokens", "logprobs", "argmax", "confidence", "margin", "entropy", "probs",
+                  "request_status")
+STASH_OUTPUTS = ("token_ids", "logprobs", "ranks", "request_status")
+
+_LOGIT_DTYPES = ("float32", "bfloat16", "float16")
+
+
+class SampleResult(NamedTuple):
+    """Outputs of Sampler.sample; an output that was not asked for is None. Arrays are of the
+    logits' library (numpy / torch / CuPy) on the logits' device."""
+
+    tokens: Any = None  # [num_rows] int32
+    logprobs: Any = None  # [num_rows] float32
+    argmax: Any = None  # [num_rows] int32
+    confidence: Any = None  # [num_rows] float32
+    margin: Any = None  # [num_rows] float32
+    entropy: Any = None  # [num_rows] float32
+    probs: Any = None  # [num_rows, vocab] probs_dtype
+    request_status: Any = None  # [num_requests] int32 DDS_REQ_* bits
+
+
+class StashResult(NamedTuple):
+    """Outputs of Sampler.stash_logprobs, each [num_slots, rows_per_slot, num_top + 1]."""
+
+    token_ids: Any = None  # int32
+    logprobs: Any = None  # float32
+    ranks: Any = None  # int32
+    request_status: Any = None  # [num_requests] int32
+
+
+_BACKENDS = {"cpu": _dds.DDS_BACKEND_CPU, "cuda": _dds.DDS_BACKEND_CUDA}
+_STATS = {"processed": _dds.DDS_STATS_PROCESSED, "guided": _dds.DDS_STATS_GUIDED}
+
+
+def has_cuda() -> bool:
+    """True if this build of libdds has the CUDA backend (a device may still be missing)."""
+    return bool(_dds.dds_has_cuda())
+
+
+def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    v = int(value)
+    if v < lo or v > hi:
+        raise ValueError(f"{name}: {v} is outside [{lo}, {hi}]")
+    return v
+
+
+def _check_float(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
+    return float(value)
+
+
+def _scalar_value(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.item()
+    return value
+
+
+class Sampler:
+    """A dds sampler: scratch space sized at creation for `vocab_size` columns and the given
+    capacities, on the CPU backend (numpy / CPU tensors, synchronous) or the CUDA backend
+    (CUDA tensors / CuPy arrays, queued on the current stream).
+
+    Use as a context manager or call close(); any use after close raises dds.Error.
+    One sampler must not be used by two threads at once (dds raises DDS_ERR_BUSY).
+    """
+
+    def __init__(self, vocab_size: int, *, backend: str = "cpu", device: int = 0,
+                 max_rows: int = 4096, max_requests: int = 1024, max_stash_width: int = 20,
+                 debug: bool = False) -> None:
+        self._handle: Any = None
+        if not isinstance(backend, str) or backend.lower() not in _BACKENDS:
+            raise ValueError(f"backend: must be 'cpu' or 'cuda', got {backend!r}")
+        self.backend: str = backend.lower()
+        self.vocab_size: int = _check_int(vocab_size, "vocab_size", 1, 2 ** 31 - 1)
+        self.device: int = _check_int(device, "device", 0, 2 ** 31 - 1)
+        self.max_rows: int = _check_int(max_rows, "max_rows", 1, 2 ** 31 - 1)
+        self.max_requests: int = _check_int(max_requests, "max_requests", 1, 2 ** 31 - 1)
+        self.max_stash_width: int = _check_int(max_stash_width, "max_stash_width", 0, 1024)
+        self.debug: bool = bool(debug)
+        cfg = _dds.dds_sampler_config()
+        cfg.backend = _BACKENDS[self.backend]
+        cfg.device = self.device
+        cfg.vocab_size = self.vocab_size
+        cfg.max_rows = self.max_rows
+        cfg.max_requests = self.max_requests
+        cfg.max_stash_width = self.max_stash_width
+        cfg.flags = _dds.DDS_FLAG_DEBUG_CHECKS if self.debug else 0
+        self._lock = threading.Lock()
+        self._handle = _dds.dds_create(cfg)
+
+    # -- lifetime -------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Destroys the sampler (idempotent). On the CUDA backend the sampler's device is
+        synchronised first (through torch or CuPy when loaded), since work queued with this
+        sampler must have finished before its scratch space is freed."""
+        lock = getattr(self, "_lock", None)
+        if lock is None or self._handle is None:
+            return
+        with lock:
+            h, self._handle = self._handle, None
+            if h is None:
+                return
+            if self.backend == "cuda":
+                _synchronize(self.device)
+            _dds.dds_destroy(h)
+
+    def __enter__(self) -> "Sampler":
+        self._live()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_handle", None) is not None:
+                self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        dev = f", device={self.device}" if self.backend == "cuda" else ""
+        return (f"dds.Sampler(vocab_size={self.vocab_size}, backend={self.backend!r}{dev}, "
+                f"max_rows={self.max_rows}, max_requests={self.max_requests}, "
+                f"max_stash_width={self.max_stash_width}) [{state}]")
+
+    def _live(self) -> Any:
+        h = self._handle
+        if h is None:
+            raise _dds.Error("dds.Sampler: the sampler is closed")
+        return h
+
+    # -- shared helpers -------------------------------------------------------------------------
+    def _context(self, logits_info: ArrayInfo, stream: Any) -> CallContext:
+        if self.backend == "cpu":
+            if stream is not None:
+                raise ValueError("stream: the cpu backend runs synchronously; pass stream=None")
+            return CallContext("cpu", 0, "torch" if logits_info.lib == "torch" else "numpy", 0,
+                               False)
+        lib = alloc_lib_for(logits_info, self.backend)
+        s, given = resolve_stream(stream, lib, self.device)
+        return CallContext("cuda", self.device, lib, s, given)
+
+    def _request_param(self, args: Any, value: Any, scalar_field: str, array_field: str,
+                       name: str, dtype: str, ctx: CallContext, num_requests: int,
+                       conv: Any) -> None:
+        value = _scalar_value(value) if isinstance(value, np.ndarray) and value.ndim == 0 else value
+        if is_scalar(value):
+            setattr(args, scalar_field, conv(value, name))
+        else:
+            ptr, _ = vector(value, name, ctx, dtype, num_requests)
+            setattr(args, array_field, ptr)
+
+    def _row_offsets(self, row_offsets: Any, num_rows: int, ctx: CallContext,
+                     name: str = "row_offsets") -> Tuple[int, int, Optional[np.ndarray]]:
+        """(pointer or 0, num_requests, host copy when known)."""
+        if row_offsets is None:
+            return 0, num_rows, None
+        info = None if is_host_sequence(row_offsets) else describe(row_offsets, name)
+        host: Optional[np.ndarray] = None
+        if info is None or info.on_host:
+            host = host_convert(row_offsets, name, "int32")
+            if host.ndim != 1 or host.shape[0] < 2:
+                raise ValueError(f"{name}: expected a 1-D array of num_requests + 1 >= 2 "
+                                 f"offsets, got shape {host.shape}")
+            if host[0] != 0:
+                raise ValueError(f"{name}: {name}[0] must be 0, got {host[0]}")
+            d = np.diff(host.astype(np.int64))
+            if np.any(d < 0):
+                r = int(np.argmax(d < 0))
+                raise ValueError(f"{name}: must be non-decreasing ({name}[{r + 1}] = "
+                                 f"{host[r + 1]} < {name}[{r}] = {host[r]})")
+            if host[-1] != num_rows:
+                raise ValueError(f"{name}: last offset ({host[-1]}) must equal the number of "
+                                 f"rows ({num_rows})")
+            src: Any = host if info is None or info.dtype != "int32" else row_offsets
+        else:
+            src = row_offsets
+        if info is not None and not info.on_host and len(info.shape) != 1:
+            raise ValueError(f"{name}: expected a 1-D array, got shape {info.shape}")
+        length = None if host is None else host.shape[0]
+        ptr, ainfo = vector(src, name, ctx, "int32", length)
+        if ainfo.shape[0] < 2:
+            raise ValueError(f"{name}: expected num_requests + 1 >= 2 offsets, got "
+                             f"{ainfo.shape[0]}")
+        return ptr, ainfo.shape[0] - 1, host
+
+    # -- sample ---------------------------------------------------------------------------------
+    def sample(self, logits: ArrayLike, *,
+               row_offsets: Optional[ArrayLike] = None,
+               positions: Optional[ArrayLike] = None,
+               uncond_logits: Optional[ArrayLike] = None,
+               uncond_row_offsets: Optional[ArrayLike] = None,
+               guidance_scale: Union[Scalar, ArrayLike] = 0.0,
+               temperature: Union[Scalar, ArrayLike] = 1.0,
+               top_k: Union[int, ArrayLike] = 0,
+               top_p: Union[Scalar, ArrayLike] = 1.0,
+               min_p: Union[Scalar, ArrayLike] = 0.0,
+               seed: Union[int, ArrayLike] = 0,
+               step: Union[int, ArrayLike] = 0,
+               banned_token: Optional[int] = -1,
+               stats: Union[str, int] = "processed",
+               outputs: Iterable[str] = ("tokens",),
+               dtype: Any = None,
+               probs_dtype: Any = None,
+               out_tokens: Optional[ArrayLike] = None,
+               out_logprobs: Optional[ArrayLike] = None,
+               out_argmax: Optional[ArrayLike] = None,
+               out_confidence: Optional[ArrayLike] = None,
+               out_margin: Optional[ArrayLike] = None,
+               out_entropy: Optional[ArrayLike] = None,
+               out_probs: Optional[ArrayLike] = None,
+               out_request_status: Optional[ArrayLike] = None,
+               stream: Any = None) -> SampleResult:
+        """One sampling step over every row of `logits` ([num_rows, vocab_size], f32 / bf16 /
+        f16, rows may be strided, columns contiguous). See dds.h / docs/sampling.md.
+
+        Rows of several requests are packed: request r owns rows row_offsets[r] ..
+        row_offsets[r+1]-1 (None: one row per request). Per-request parameters are Python
+        scalars (one value for all requests) or arrays of num_requests values (float32 for
+        guidance_scale / temperature / top_p / min_p, int32 top_k, uint64 seed, uint32 step);
+        host lists / numpy arrays are converted (and copied to the device on cuda), device
+        arrays must have the exact dtype (graph capture: pass device arrays).
+
+        `outputs` names the outputs to allocate (tokens, logprobs, argmax, confidence, margin,
+        entropy, probs, request_status); an out_* array given is written in place and
+        returned. The result is a SampleResult with None for outputs not asked for.
+        """
+        h = self._live()
+        linfo = describe(logits, "logits")
+        if linfo is None:
+            raise TypeError(f"logits: expected a 2-D array (numpy on the cpu backend, torch / "
+                            f"CuPy on cuda), got {type(logits).__name__}")
+        ctx = self._context(linfo, stream)
+        linfo, ldt, row_stride = matrix(logits, "logits", ctx, self.vocab_size, _LOGIT_DTYPES,
+                                        dtype)
+        num_rows = linfo.shape[0]
+        if num_rows > self.max_rows:
+            raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
+                             f"({self.max_rows})")
+        a = _dds.dds_sample_args()
+        a.num_rows = num_rows
+        a.logits = linfo.ptr
+        a.dtype = DTYPE_CODES[ldt]
+        a.row_stride = row_stride
+
+        ptr, num_requests, host_offsets = self._row_offsets(row_offsets, num_rows, ctx)
+        a.row_offsets = ptr
+        if num_rows and num_requests > self.max_requests:
+            raise ValueError(f"row_offsets: {num_requests} requests exceed the sampler's "
+                             f"max_requests ({self.max_requests})")
+        a.num_requests = max(num_requests, 1)
+        R = num_requests
+        if positions is not None:
+            a.positions = vector(positions, "positions", ctx, "int32", num_rows)[0]
+
+        if uncond_logits is not None:
+            uinfo, udt, ustride = matrix(uncond_logits, "uncond_logits", ctx, self.vocab_size,
+                                         _LOGIT_DTYPES, dtype)
+            if udt != ldt:
+                raise TypeError(f"uncond_logits: dtype {udt} differs from logits' {ldt} "
+                                "(one dtype for both)")
+            a.uncond_logits = uinfo.ptr
+            a.uncond_row_stride = ustride
+            a.uncond_num_rows = uinfo.shape[0]
+            if uncond_row_offsets is not None:
+                a.uncond_row_offsets = vector(uncond_row_offsets, "uncond_row_offsets", ctx,
+                                              "int32", R)[0]
+            elif uinfo.shape[0] < num_rows:
+                raise ValueError(f"uncond_logits: has {uinfo.shape[0]} rows; without "
+                                 f"uncond_row_offsets it must mirror the {num_rows} logits rows")
+        elif uncond_row_offsets is not None:
+            raise ValueError("uncond_row_offsets: given without uncond_logits")
+
+        self._request_param(a, guidance_scale, "guidance_scale", "guidance_scales",
+                            "guidance_scale", "float32", ctx, R, _check_float)
+        self._request_param(a, temperature, "temperature", "temperatures", "temperature",
+                            "float32", ctx, R, _check_float)
+        self._request_param(a, top_k, "top_k", "top_ks", "top_k", "int32", ctx, R,
+                            lambda v, n: _check_int(v, n, -(2 ** 31), 2 ** 31 - 1))
+        self._request_param(a, top_p, "top_p", "top_ps", "top_p", "float32", ctx, R,
+                            _check_float)
+        self._request_param(a, min_p, "min_p", "min_ps", "min_p", "float32", ctx, R,
+                            _check_float)
+        self._request_param(a, seed, "seed", "seeds", "seed", "uint64", ctx, R,
+                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1))
+        self._request_param(a, step, "step", "steps", "step", "uint32", ctx, R,
+                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1))
+        if banned_token is None:
+            banned_token = -1
+        a.banned_token = _check_int(banned_token, "banned_token", -1, self.vocab_size - 1)
+        if isinstance(stats, str):
+            if stats.lower() not in _STATS:
+                raise ValueError(f"stats: must be 'processed' or 'guided', got {stats!r}")
+            a.stats = _STATS[stats.lower()]
+        else:
+            a.stats = _check_int(stats, "stats", 0, 1)
+
+        # -- outputs --
+        if isinstance(outputs, str):
+            outputs = (outputs,)
+        wanted = set()
+        for o in outputs:
+            if o not in SAMPLE_OUTPUTS:
+                raise ValueError(f"outputs: unknown output {o!r}; choose from {SAMPLE_OUTPUTS}")
+            wanted.add(o)
+        given = {"tokens": out_tokens, "logprobs": out_logprobs, "argmax": out_argmax,
+                 "confidence": out_confidence, "margin": out_margin, "entropy": out_entropy,
+                 "probs": out_probs, "request_status": out_request_status}
+        res = {}
+        spec = {"tokens": "int32", "logprobs": "float32", "argmax": "int32",
+                "confidence": "float32", "margin": "float32", "entropy": "float32",
+                "request_status": "int32"}
+        for key, dt in spec.items():
+            n = R if key == "request_status" else num_rows
+            arr = given[key]
+            if arr is not None:
+                out_vector(arr, "out_" + key, ctx, dt, n)
+            elif key in wanted:
+                arr = ctx.empty((n,), dt)
+            else:
+                continue
+            res[key] = arr
+            setattr(a, key, describe(arr, "out_" + key).ptr)  # type: ignore[union-attr]
+        if out_probs is not None or "probs" in wanted:
+            if out_probs is not None:
+                pinfo, pdt, pstride = matrix(out_probs, "out_probs", ctx, self.vocab_size,
+                                             _LOGIT_DTYPES, probs_dtype, rows=num_rows,
+                                             override_name="probs_dtype")
+                if pinfo.lib == "numpy" and not pinfo.obj.flags.writeable:
+                    raise ValueError("out_probs: array is read-only")
+                res["probs"] = out_probs
+            else:
+                pdt = dtype_name(probs_dtype) if probs_dtype is not None else "float32"
+                res["probs"] = ctx.empty((num_rows, self.vocab_size), pdt)
+                pinfo = describe(res["probs"], "probs")  # type: ignore[assignment]
+                pstride = self.vocab_size
+            a.probs = pinfo.ptr
+            a.probs_dtype = DTYPE_CODES[pdt]
+            a.probs_row_stride = pstride
+        elif probs_dtype is not None:
+            dtype_name(probs_dtype)  # validate the spelling even when unused
+        if not res:
+            raise ValueError("outputs: no output requested (name one in outputs= or pass an "
+                             "out_* array)")
+
+        with self._lock:
+            if self._handle is None:
+                raise _dds.Error("dds.Sampler: the sampler is closed")
+            _dds.dds_sample(h, a, ctx.stream)
+        ctx.keep.clear()
+        return SampleResult(**res)
+
+    # -- stash ----------------------------------------------------------------------------------
+    def stash_logprobs(self, logits: ArrayLike, *,
+                       row_offsets: Optional[ArrayLike] = None,
+                       keep: Optional[ArrayLike] = None,
+                       slots: Optional[ArrayLike] = None,
+                       num_valid: Optional[ArrayLike] = None,
+                       temperature: Union[Scalar, ArrayLike] = 1.0,
+                       committed_tokens: Optional[ArrayLike] = None,
+                       token_ids: Optional[ArrayLike] = None,
+                       num_token_ids: Optional[ArrayLike] = None,
+                       num_top: Optional[int] = None,
+                       logits_mode: Union[str, int] = "logprobs",
+                       num_slots: Optional[int] = None,
+                       rows_per_slot: Optional[int] = None,
+                       outputs: Iterable[str] = ("token_ids", "logprobs", "ranks"),
+                       dtype: Any = None,
+                       out_token_ids: Optional[ArrayLike] = None,
+                       out_logprobs: Optional[ArrayLike] = None,
+                       out_ranks: Optional[ArrayLike] = None,
+                       out_request_status: Optional[ArrayLike] = None,
+                       stream: Any = None) -> StashResult:
+        """Top log-probabilities of converged requests, written per slot (dds_stash_logprobs).
+
+        Outputs are [num_slots, rows_per_slot, num_top + 1]. num_top defaults to token_ids'
+        width (token_ids given as [num_requests, num_top]) or min(20, max_stash_width);
+        num_slots to num_requests; rows_per_slot to the largest request (needs host
+        row_offsets) — or both from the shape of a given out_* array. Outputs allocated here
+        are filled with the padding values (token 0, -inf, rank 0) first, so entries dds does
+        not write (requests not kept, rows beyond num_valid) read as padding.
+        """
+        h = self._live()
+        linfo = describe(logits, "logits")
+        if linfo is None:
+            raise TypeError(f"logits: expected a 2-D array (numpy on the cpu backend, torch / "
+                            f"CuPy on cuda), got {type(logits).__name__}")
+        ctx = self._context(linfo, stream)
+        linfo, ldt, row_stride = matrix(logits, "logits", ctx, self.vocab_size, _LOGIT_DTYPES,
+                                        dtype)
+        num_rows = linfo.shape[0]
+        if num_rows > self.max_rows:
+            raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
+                             f"({self.max_rows})")
+        a = _dds.dds_stash_args()
+        a.num_rows = num_rows
+        a.logits = linfo.ptr
+        a.dtype = DTYPE_CODES[ldt]
+        a.row_stride = row_stride
+        ptr, R, host_offsets = self._row_offsets(row_offsets, num_rows, ctx)
+        if num_rows and R > self.max_requests:
+            raise ValueError(f"row_offsets: {R} requests exceed the sampler's max_requests "
+                             f"({self.max_requests})")
+        a.row_offsets = ptr
+        a.num_requests = max(R, 1)
+
+        # token_ids first: it fixes num_top.
+        tinfo = None
+        if token_ids is not None:
+            if is_host_sequence(token_ids) or (describe(token_ids, "token_ids") or
+                                               _NoInfo).on_host:
+                tid = host_convert(token_ids, "token_ids", "int32")
+                if tid.ndim == 1 and num_top is not None and num_top > 0:
+                    tid = tid.reshape(-1, num_top) if tid.size == R * num_top else tid
+                if tid.ndim != 2 or tid.shape[0] != R:
+                    raise ValueError(f"token_ids: expected shape [num_requests={R}, num_top], "
+                                     f"got {tid.shape}")
+                width = tid.shape[1]
+                tid_src: Any = tid
+            else:
+                tinfo = describe(token_ids, "token_ids")
+                assert tinfo is not None
+                if len(tinfo.shape) != 2 or tinfo.shape[0] != R:
+                    raise ValueError(f"token_ids: expected shape [num_requests={R}, num_top], "
+                                     f"got {tinfo.shape}")
+                width = tinfo.shape[1]
+                tid_src = token_ids
+            if num_top is None:
+                num_top = width
+            elif num_top != width:
+                raise ValueError(f"token_ids: has {width} columns but num_top is {num_top}")
+        if num_top is None:
+            num_top = min(20, self.max_stash_width)
+        num_top = _check_int(num_top, "num_top", 0, self.max_stash_width)
+        a.num_top = num_top
+        if token_ids is not None:
+            if tinfo is None:
+                flat = np.ascontiguousarray(tid_src).reshape(-1)
+                a.token_ids = vector(flat, "token_ids", ctx, "int32", R * num_top)[0]
+            else:
+                check_ctx = out_block(token_ids, "token_ids", ctx, "int32", R * num_top)
+                a.token_ids = check_ctx.ptr
+        if num_token_ids is not None:
+            if token_ids is None:
+                raise ValueError("num_token_ids: given without token_ids")
+            a.num_token_ids = vector(num_token_ids, "num_token_ids", ctx, "int32", R)[0]
+
+        if keep is not None:
+            a.keep = vector(keep, "keep", ctx, "uint8", R, alt_dtypes=("bool",))[0]
+        if slots is not None:
+            a.slots = vector(slots, "slots", ctx, "int32", R)[0]
+        if num_valid is not None:
+            a.num_valid = vector(num_valid, "num_valid", ctx, "int32", R)[0]
+        if committed_tokens is not None:
+            a.committed_tokens = vector(committed_tokens, "committed_tokens", ctx, "int32",
+                                        num_rows)[0]
+        self._request_param(a, temperature, "temperature", "temperatures", "temperature",
+                            "float32", ctx, R, _check_float)
+        if isinstance(logits_mode, str):
+            modes = {"logprobs": 0, "logits": 1}
+            if logits_mode not in modes:
+                raise ValueError(f"logits_mode: must be 'logprobs' or 'logits', got "
+                                 f"{logits_mode!r}")
+            a.logits_mode = modes[logits_mode]
+        else:
+            a.logits_mode = _check_int(logits_mode, "logits_mode", 0, 1)
+
+        # -- output geometry --
+        given = {"token_ids": out_token_ids, "logprobs": out_logprobs, "ranks": out_ranks}
+        for key, arr in given.items():
+            if arr is None:
+                continue
+            info = describe(arr, "out_" + key)
+            if info is None:
+                raise TypeError(f"out_{key}: expected an array, got {type(arr).__name__}")
+            if len(info.shape) == 3:
+                if info.shape[2] != num_top + 1:
+                    raise ValueError(f"out_{key}: last dimension is {info.shape[2]}, expected "
+                                     f"num_top + 1 = {num_top + 1}")
+                if num_slots is None:
+                    num_slots = info.shape[0]
+                if rows_per_slot is None:
+                    rows_per_slot = info.shape[1]
+        if num_slots is None:
+            num_slots = R
+        if rows_per_slot is None:
+            if row_offsets is None:
+                rows_per_slot = 1
+            elif host_offsets is not None:
+                rows_per_slot = max(1, int(np.max(np.diff(host_offsets))))
+            else:
+                raise ValueError("rows_per_slot: required when row_offsets is a device array "
+                                 "and no 3-D out_* array gives the geometry")
+        a.num_slots = _check_int(num_slots, "num_slots", 1, 2 ** 31 - 1)
+        a.rows_per_slot = _check_int(rows_per_slot, "rows_per_slot", 1, 2 ** 31 - 1)
+        shape = (num_slots, rows_per_slot, num_top + 1)
+        count = num_slots * rows_per_slot * (num_top + 1)
+
+        if isinstance(outputs, str):
+            outputs = (outputs,)
+        wanted = set()
+        for o in outputs:
+            if o not in STASH_OUTPUTS:
+                raise ValueError(f"outputs: unknown output {o!r}; choose from {STASH_OUTPUTS}")
+            wanted.add(o)
+        res = {}
+        spec = {"token_ids": ("int32", 0), "logprobs": ("float32", float("-inf")),
+                "ranks": ("int32", 0)}
+        for key, (dt, pad) in spec.items():
+            arr = given[key]
+            if arr is not None:
+                info = out_block(arr, "out_" + key, ctx, dt, count)
+            elif key in wanted:
+                arr = ctx.empty(shape, dt, fill=pad)
+                info = describe(arr, key)  # type: ignore[assignment]
+            else:
+                continue
+            res[key] = arr
+            setattr(a, "out_" + key, info.ptr)
+        if out_request_status is not None or "request_status" in wanted:
+            arr = out_request_status
+            if arr is not None:
+                out_vector(arr, "out_request_status", ctx, "int32", R)
+            else:
+                arr = ctx.empty((R,), "int32", fill=0)
+            res["request_status"] = arr
+            a.request_status = describe(arr, "request_status").ptr  # type: ignore[union-attr]
+        if not any(k in res for k in ("token_ids", "logprobs", "ranks")):
+            raise ValueError("outputs: name at least one of token_ids, logprobs, ranks (or pass "
+                             "an out_* array)")
+
+        with self._lock:
+            if self._handle is None:
+                raise _dds.Error("dds.Sampler: the sampler is closed")
+            _dds.dds_stash_logprobs(h, a, ctx.stream)
+        ctx.keep.clear()
+        return StashResult(**res)
+
+
+class _NoInfoType:
+    on_host = True
+
+
+_NoInfo = _NoInfoType()
+
+
+def _synchronize(device: int) -> None:
+    """Waits for the device (before freeing a CUDA sampler's scratch space)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize(device)
+                return
+        except Exception:
+            pass
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.cuda.Device(device).synchronize()
+        except Exception:
+            pass
