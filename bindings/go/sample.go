@@ -85,12 +85,12 @@ type SampleArgs struct {
 type DeviceSampleArgs struct {
 	SampleParams
 
-	RowOffsets, Positions                                             uintptr
-	Logits                                                            uintptr
-	UncondLogits, UncondRowOffsets, GuidanceScales                    uintptr
-	Temperatures, TopKs, TopPs, MinPs, Seeds, Steps                   uintptr
-	Tokens, Logprobs, Argmax, Confidence, Margin, Entropy, Probs      uintptr
-	RequestStatus                                                     uintptr
+	RowOffsets, Positions                                        uintptr
+	Logits                                                       uintptr
+	UncondLogits, UncondRowOffsets, GuidanceScales               uintptr
+	Temperatures, TopKs, TopPs, MinPs, Seeds, Steps              uintptr
+	Tokens, Logprobs, Argmax, Confidence, Margin, Entropy, Probs uintptr
+	RequestStatus                                                uintptr
 }
 
 // NewSampleArgs returns SampleArgs holding the library's defaults (dds_sample_args_init).
@@ -267,7 +267,7 @@ func (s *Sampler) Sample(a *SampleArgs) error {
 	// Lengths are checked only where the scalars they depend on are valid; invalid scalars are
 	// left for the library to reject with its own message (it checks them before any access).
 	n, r := p.NumRows, p.NumRequests
-	if n > 0 && r >= 1 {
+	if n > 0 && r >= 1 && n <= s.cfg.MaxRows && r <= s.cfg.MaxRequests {
 		c := lenChecker{fn: fn}
 		c.need("RowOffsets", a.RowOffsets == nil, len(a.RowOffsets), r+1, "NumRequests+1")
 		c.need("Positions", a.Positions == nil, len(a.Positions), n, "NumRows")

@@ -57,8 +57,8 @@ type DeviceStashArgs struct {
 	StashParams
 
 	RowOffsets, Logits, Keep, Slots, NumValid, Temperatures, CommittedTokens uintptr
-	TokenIDs, NumTokenIDs                                                     uintptr
-	OutTokenIDs, OutLogprobs, OutRanks, RequestStatus                         uintptr
+	TokenIDs, NumTokenIDs                                                    uintptr
+	OutTokenIDs, OutLogprobs, OutRanks, RequestStatus                        uintptr
 }
 
 // NewStashArgs returns StashArgs holding the library's defaults (dds_stash_args_init).
@@ -130,7 +130,8 @@ func (s *Sampler) StashLogprobs(a *StashArgs) error {
 		stride = v
 	}
 	n, r := p.NumRows, p.NumRequests
-	if n > 0 && r >= 1 && p.NumTop >= 0 && p.NumSlots >= 1 && p.RowsPerSlot >= 1 {
+	if n > 0 && r >= 1 && n <= s.cfg.MaxRows && r <= s.cfg.MaxRequests && p.NumTop >= 0 &&
+		p.NumTop <= s.cfg.MaxStashWidth && p.NumSlots >= 1 && p.RowsPerSlot >= 1 {
 		c := lenChecker{fn: fn}
 		c.need("RowOffsets", a.RowOffsets == nil, len(a.RowOffsets), r+1, "NumRequests+1")
 		if p.DType.valid() && stride >= v {
