@@ -77,6 +77,11 @@ class CudaBackend final : public Backend {
     return cuda_stash(ctx_, a, (cudaStream_t)stream);
   }
 
+  dds_status reveal(const dds_reveal_args& a, dds_stream stream) override {
+    DeviceGuard g(ctx_.device);
+    return cuda_reveal(ctx_, a, (cudaStream_t)stream);
+  }
+
   dds_status copy_to_host(void* dst, const void* src, size_t bytes, dds_stream stream) override {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)stream);

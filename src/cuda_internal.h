@@ -27,6 +27,9 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& args, cuda
 size_t cuda_stash_workspace_bytes(const dds_sampler_config& cfg);
 dds_status cuda_stash(const CudaContext& ctx, const dds_stash_args& args, cudaStream_t stream);
 
+// cuda_decode.cu: decoder primitives.
+dds_status cuda_reveal(const CudaContext& ctx, const dds_reveal_args& args, cudaStream_t stream);
+
 // Turns a failed launch (cudaGetLastError) into DDS_ERR_CUDA naming `fn`.
 inline dds_status check_launch(const char* fn) {
   cudaError_t e = cudaGetLastError();

@@ -1,0 +1,44 @@
+// Dispatch of the decoder primitives on the CUDA backend (kernels/reveal.cuh).
+// dds_verify_drafts has no CUDA kernel yet: Backend::verify returns DDS_ERR_UNSUPPORTED.
+#include "cuda_internal.h"
+#include "reveal.cuh"
+
+namespace dds {
+
+dds_status cuda_reveal(const CudaContext&, const dds_reveal_args& a, cudaStream_t stream) {
+  reveal::Params p;
+  p.num_requests = a.num_requests;
+  p.row_offsets = a.row_offsets;
+  p.positions = a.positions;
+  p.scores = a.scores;
+  p.eligible = a.eligible;
+  p.policies = a.policies;
+  p.policy = a.policy;
+  p.counts = a.counts;
+  p.count = a.count;
+  p.steps_left = a.steps_left;
+  p.thresholds = a.thresholds;
+  p.threshold = a.threshold;
+  p.factors = a.factors;
+  p.factor = a.factor;
+  p.position_temperatures = a.position_temperatures;
+  p.position_temperature = a.position_temperature;
+  p.seeds = a.seeds;
+  p.seed = a.seed;
+  p.steps = a.steps;
+  p.step = a.step;
+  p.canvas = a.canvas;
+  p.canvas_stride = a.canvas_stride;
+  p.canvas_length = a.canvas_length;
+  p.tokens = a.tokens;
+  p.mask_token = a.mask_token;
+  p.eos_token = a.eos_token;
+  p.reveal = a.reveal;
+  p.num_revealed = a.num_revealed;
+  p.finished = a.finished;
+  p.request_status = a.request_status;
+  if (reveal::launch_reveal(p, stream) != cudaSuccess) return check_launch("dds_reveal");
+  return DDS_OK;
+}
+
+}  // namespace dds
