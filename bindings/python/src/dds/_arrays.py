@@ -362,7 +362,7 @@ def matrix(obj: Any, name: str, ctx: CallContext, cols: int, dtypes: Sequence[st
         raise TypeError(f"{name}: dtype {info.dtype} is not supported: use "
                         f"{', '.join(dtypes)}{hint}")
     nrows = info.shape[0]
-    if cols > 1 and info.strides[1] != 1:
+    if nrows > 0 and cols > 1 and info.strides[1] != 1:
         raise ValueError(f"{name}: column stride must be 1 (rows contiguous), got strides "
                          f"{info.strides} elements")
     row_stride = info.strides[0] if nrows > 1 else cols
@@ -388,6 +388,18 @@ def host_convert(value: Any, name: str, dtype: str) -> np.ndarray:
         if str(value.dtype) == "torch.bfloat16":
             value = value.float()
         value = value.numpy()
+    if dtype in _INT_LIMITS and is_host_sequence(value):
+        # Lists are small: check in Python (np.asarray would turn [1, 2**63] into float64).
+        flat = list(_flatten(value))
+        lo, hi = _INT_LIMITS[dtype]
+        for v in flat:
+            if not isinstance(v, numbers.Integral):
+                raise TypeError(f"{name}: expected integers for a {dtype} array, got "
+                                f"{type(v).__name__} {v!r}")
+            if not lo <= int(v) <= hi:
+                raise ValueError(f"{name}: values must be in [{lo}, {hi}] ({dtype}); got {v}")
+        shape = np.shape(np.empty(0) if not flat else np.asarray(value, dtype=object))
+        return np.array([int(v) for v in flat], dtype=dtype).reshape(shape)
     try:
         a = np.asarray(value)
     except Exception as e:  # pragma: no cover
@@ -398,11 +410,8 @@ def host_convert(value: Any, name: str, dtype: str) -> np.ndarray:
         if a.size and a.dtype.kind == "b":
             a = a.astype(np.int64)
         if a.size and a.dtype.kind not in "iu":
-            if a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.floor(a)):
-                pass
-            else:
-                raise TypeError(f"{name}: expected integers for a {dtype} array, got dtype "
-                                f"{a.dtype}")
+            raise TypeError(f"{name}: expected integers for a {dtype} array, got dtype "
+                            f"{a.dtype}")
         lo, hi = _INT_LIMITS[dtype]
         if a.size:
             amin, amax = int(a.min()), int(a.max())
@@ -413,6 +422,14 @@ def host_convert(value: Any, name: str, dtype: str) -> np.ndarray:
     if a.size and a.dtype.kind not in "biuf":
         raise TypeError(f"{name}: expected real numbers, got dtype {a.dtype}")
     return np.ascontiguousarray(a.astype(dtype, copy=False))
+
+
+def _flatten(value: Any) -> Any:
+    for v in value:
+        if is_host_sequence(v):
+            yield from _flatten(v)
+        else:
+            yield v
 
 
 def vector(value: Any, name: str, ctx: CallContext, dtype: str, length: Optional[int],

@@ -380,9 +380,10 @@ class Sampler:
             a.probs_row_stride = pstride
         elif probs_dtype is not None:
             dtype_name(probs_dtype)  # validate the spelling even when unused
-        if not res:
-            raise ValueError("outputs: no output requested (name one in outputs= or pass an "
-                             "out_* array)")
+        if not any(k != "request_status" for k in res):
+            raise ValueError("outputs: no output requested: name one of tokens, logprobs, "
+                             "argmax, confidence, margin, entropy, probs (or pass an out_* "
+                             "array)")
 
         with self._lock:
             if self._handle is None:
