@@ -38,7 +38,7 @@ summary() {
   echo
   echo "==================== dds test summary ===================="
   for i in "${!stage_names[@]}"; do
-    printf '  %-34s %-28s %5ss\n' "${stage_names[$i]}" "${stage_results[$i]}" "${stage_secs[$i]}"
+    printf '  %-32s %-44s %5ss\n' "${stage_names[$i]}" "${stage_results[$i]}" "${stage_secs[$i]}"
     [[ "${stage_results[$i]}" == PASS ]] || bad=1
   done
   if [[ -f "${DDS_BUILD}/ctest.log" ]]; then
