@@ -1,0 +1,68 @@
+// Shared harness of dds_bench: device buffers filled with sigma * N(0, 1), the one-read floor
+// kernels, event timing (median of >= 20 after warm-up) over rotating input slices so that L2
+// does not flatter, and the table printer. Used by bench.cu (dds_sample) and bench_stash.cu.
+#pragma once
+#include <cuda_runtime.h>
+#include <dds/dds.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#define BENCH_CHECK(x)                                                                   \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+#define BENCH_DDS(x)                                                                     \
+  do {                                                                                   \
+    dds_status s_ = (x);                                                                 \
+    if (s_ != DDS_OK) {                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, dds_last_error()); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+namespace bench {
+
+// A pool of `slices` copies-worth of input (each slice `bytes` long, 256-byte aligned), filled
+// with sigma * N(0, 1) in the given dtype; slice i is used by iteration i % slices.
+struct Pool {
+  void* base = nullptr;
+  size_t slice_bytes = 0;
+  int slices = 0;
+  void* slice(int i) const { return (char*)base + (size_t)(i % slices) * slice_bytes; }
+};
+
+Pool make_pool(size_t bytes, int dtype, float sigma, uint64_t seed);
+void free_pool(Pool& p);
+void refill(Pool& p, int dtype, float sigma, uint64_t seed);
+
+// Median time in microseconds of fn(i) over `reps` runs after `warm` warm-up runs (events).
+double time_us(const std::function<void(int)>& fn, int reps = 25, int warm = 3);
+
+// Floors: one read of `bytes` (each of `n` input pointers) / one read plus one write.
+double floor_read_us(const Pool& a, const Pool* b, size_t bytes);
+double floor_read_write_us(const Pool& a, size_t bytes, size_t write_bytes);
+
+struct Row {
+  std::string scenario, dtype;
+  int V, rows;
+  double mb, floor_us, dds_us;
+  std::string note;
+};
+void print_header();
+void print_row(const Row& r);
+
+extern bool g_quick;
+}  // namespace bench
+
+// bench_stash.cu
+void run_stash_bench();
