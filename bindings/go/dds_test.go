@@ -818,6 +818,22 @@ func TestStash(t *testing.T) {
 	if got := b.OutLogprobs[at(2, 0, 1)]; got != row[1] {
 		t.Errorf("logits mode: %g, want %g", got, row[1])
 	}
+	// Committed tokens outside [0, V) are written as given, with -inf and rank 0.
+	q := newSampler(t, dds.Config{VocabSize: 4})
+	c := dds.NewStashArgs()
+	c.NumRows, c.Logits, c.NumTop, c.NumSlots, c.RowsPerSlot = 2, repeatRows(row1234(), 2), 2, 2, 1
+	c.CommittedTokens = []int32{1000, -5}
+	c.OutTokenIDs, c.OutLogprobs, c.OutRanks = fillI(6, -7), fillF(6, 12345), fillI(6, -9)
+	if err := q.StashLogprobs(&c); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs, wantRanks := []int32{1000, 3, 2, -5, 3, 2}, []int32{0, 1, 2, 0, 1, 2}
+	for i := range wantIDs {
+		if c.OutTokenIDs[i] != wantIDs[i] || c.OutRanks[i] != wantRanks[i] ||
+			(i%3 == 0) != math.IsInf(float64(c.OutLogprobs[i]), -1) {
+			t.Fatalf("out-of-range committed tokens: %v %v %v", c.OutTokenIDs, c.OutLogprobs, c.OutRanks)
+		}
+	}
 }
 
 func wantErr(t *testing.T, err error, code dds.Status, substr string) {

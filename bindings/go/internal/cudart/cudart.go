@@ -7,7 +7,13 @@ package cudart
 
 // #cgo CFLAGS: -I/usr/local/cuda/include
 // #cgo LDFLAGS: -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
-// #include <cuda_runtime_api.h>
+/*
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+static cudaError_t ddsgo_download_at(void* dst, uintptr_t src, size_t n) {
+  return cudaMemcpy(dst, (const void*)src, n, cudaMemcpyDeviceToHost);
+}
+*/
 import "C"
 
 import (
@@ -134,4 +140,13 @@ func (s Stream) Destroy() error { return check("cudaStreamDestroy", C.cudaStream
 // DeviceSynchronize is cudaDeviceSynchronize.
 func DeviceSynchronize() error {
 	return check("cudaDeviceSynchronize", C.cudaDeviceSynchronize())
+}
+
+// DownloadAt copies len(dst) elements from the device address p (synchronous).
+func DownloadAt[T any](dst []T, p uintptr) error {
+	q, n := bytesOf(dst)
+	if n == 0 {
+		return nil
+	}
+	return check("cudaMemcpy D2H", C.ddsgo_download_at(q, C.uintptr_t(p), C.size_t(n)))
 }
