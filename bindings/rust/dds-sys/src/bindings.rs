@@ -15,6 +15,7 @@ pub const DDS_REQ_EMPTY_ROW: u32 = 64;
 pub const DDS_REQ_BAD_SLOT: u32 = 128;
 pub const DDS_REQ_BAD_POLICY: u32 = 256;
 pub const DDS_REQ_BAD_POSITION: u32 = 512;
+pub const DDS_REQ_TOO_MANY_ROWS: u32 = 1024;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
