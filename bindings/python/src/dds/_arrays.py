@@ -263,9 +263,14 @@ class CallContext:
         if self.lib == "torch":
             import torch
 
+            host = np.ascontiguousarray(host)
+            # torch before 2.3 has no uint64 / uint32: move the same bits as int64 / int32.
+            if host.dtype == np.uint64:
+                host = host.view(np.int64)
+            elif host.dtype == np.uint32:
+                host = host.view(np.int32)
             with self._torch_stream_ctx():
-                return torch.from_numpy(np.ascontiguousarray(host)).to(
-                    torch.device("cuda", self.device))
+                return torch.from_numpy(host).to(torch.device("cuda", self.device))
         if self.lib == "cupy":
             import cupy
 
@@ -435,13 +440,14 @@ def _flatten(value: Any) -> Any:
 def vector(value: Any, name: str, ctx: CallContext, dtype: str, length: Optional[int],
            alt_dtypes: Sequence[str] = ()) -> Tuple[int, ArrayInfo]:
     """A 1-D array of `length` elements of `dtype` in the backend's memory. Host data is
-    converted (and on the cuda backend copied to the device) for convenience; device arrays
-    must already have the right dtype. Returns (pointer, info)."""
+    converted with range checks (and on the cuda backend copied to the device) for
+    convenience; device arrays must already have `dtype` or one of `alt_dtypes` (same bits).
+    Returns (pointer, info)."""
     info = describe(value, name) if not is_host_sequence(value) else None
     if info is None or info.on_host:
         if info is not None and ctx.backend == "cpu" and info.is_contiguous_1d() and (
-                info.dtype == dtype or info.dtype in alt_dtypes):
-            arr_info = info  # zero-copy: the caller's host array
+                info.dtype == dtype or (dtype == "uint8" and info.dtype == "bool")):
+            arr_info = info  # zero-copy: the caller's host array (else converted, checked)
         else:
             if info is None and not is_host_sequence(value):
                 raise TypeError(f"{name}: expected an array or a list, got "

@@ -183,12 +183,12 @@ class Sampler:
 
     def _request_param(self, args: Any, value: Any, scalar_field: str, array_field: str,
                        name: str, dtype: str, ctx: CallContext, num_requests: int,
-                       conv: Any) -> None:
+                       conv: Any, alt_dtypes: Sequence[str] = ()) -> None:
         value = _scalar_value(value) if isinstance(value, np.ndarray) and value.ndim == 0 else value
         if is_scalar(value):
             setattr(args, scalar_field, conv(value, name))
         else:
-            ptr, _ = vector(value, name, ctx, dtype, num_requests)
+            ptr, _ = vector(value, name, ctx, dtype, num_requests, alt_dtypes)
             setattr(args, array_field, ptr)
 
     def _row_offsets(self, row_offsets: Any, num_rows: int, ctx: CallContext,
@@ -322,10 +322,12 @@ class Sampler:
                             _check_float)
         self._request_param(a, min_p, "min_p", "min_ps", "min_p", "float32", ctx, R,
                             _check_float)
+        # Device seeds may also be int64 and steps int32 (same bits; torch's unsigned types are
+        # second-class): the library reads them as uint64 / uint32.
         self._request_param(a, seed, "seed", "seeds", "seed", "uint64", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1))
+                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1), ("int64",))
         self._request_param(a, step, "step", "steps", "step", "uint32", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1))
+                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1), ("int32",))
         if banned_token is None:
             banned_token = -1
         a.banned_token = _check_int(banned_token, "banned_token", -1, self.vocab_size - 1)
