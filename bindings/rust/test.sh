@@ -9,7 +9,6 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
 cd "$here"
 
 export DDS_LIB_DIR="${DDS_LIB_DIR:-${DDS_BUILD_DIR:-}}"
@@ -57,7 +56,7 @@ echo "== bindings: regenerate and compare"
 "$here/dds-sys/regen.sh" --check
 
 echo "== cargo test"
-cargo test --offline
+cargo test --offline --no-fail-fast
 
 echo "== cargo run --example demo"
 cargo run --offline --example demo

@@ -564,3 +564,188 @@ fn stash_top_n_ranks_slots_and_keep() {
         assert_eq!(vals[k], x[order[k - 1]]);
     }
 }
+
+#[test]
+fn pinned_tokens_of_the_c_tests() {
+    // tests/cpu/test_rng.cpp "pinned sampled tokens": 16 positions of one request.
+    let row = |v: usize| -> Vec<f32> {
+        if v == 8 {
+            vec![0.5, -1.0, 2.0, 0.0, 1.5, -0.25, 1.0, 0.75]
+        } else {
+            (0..v).map(|t| (2.0 * (t as f64 * 0.37).sin() - t as f64 * 0.001) as f32).collect()
+        }
+    };
+    let pinned = |v: usize, seed: u64, step: u32| -> Vec<i32> {
+        let r = row(v);
+        let logits: Vec<f32> = r.iter().cycle().take(16 * v).cloned().collect();
+        let mut tok = vec![-1i32; 16];
+        let mut s = Sampler::cpu(v).unwrap();
+        s.sample(SampleArgs::new(Logits::f32(&logits), 16).row_offsets(&[0, 16]).seed(seed).step(step).tokens(&mut tok))
+            .unwrap();
+        tok
+    };
+    assert_eq!(pinned(8, 12345, 3), [2, 4, 3, 6, 4, 2, 6, 2, 4, 0, 3, 7, 4, 0, 2, 2]);
+    assert_eq!(pinned(8, 0xdeadbeefcafef00d, 0), [5, 0, 6, 7, 2, 2, 0, 2, 2, 0, 2, 4, 2, 2, 4, 0]);
+    assert_eq!(
+        pinned(3000, 12345, 3),
+        [531, 37, 243, 1941, 922, 582, 860, 107, 990, 772, 667, 702, 2485, 1803, 326, 407]
+    );
+    assert_eq!(
+        pinned(3000, 0xdeadbeefcafef00d, 0),
+        [226, 1959, 1261, 125, 1190, 91, 1225, 817, 1089, 1175, 802, 2536, 1210, 428, 858, 854]
+    );
+}
+
+#[test]
+fn filter_edges_ties_and_degenerate_rows() {
+    let mut s = sampler(6);
+    // top-k boundary tie: 2.0 at ids 1 and 4; k = 2 keeps {0 (3.0), 1} (lower id wins the tie).
+    let row = [3.0f32, 2.0, 0.0, -1.0, 2.0, 1.0];
+    let toks = draws(&mut s, &row, 600, |a| a.top_k(2));
+    assert!(toks.iter().all(|&t| t == 0 || t == 1), "{:?}", toks);
+    assert!(toks.contains(&1));
+    // k >= V is off; p <= 0 keeps only the best; p = 1 is off.
+    let toks = draws(&mut s, &row, 600, |a| a.top_k(6).top_p(1.0));
+    assert!(toks.contains(&5) && toks.contains(&4));
+    let toks = draws(&mut s, &row, 100, |a| a.top_p(0.0).temperature(3.0));
+    assert!(toks.iter().all(|&t| t == 0));
+    // +inf is FLT_MAX: it wins every draw, and is a finite column for the statistics.
+    let inf_row = [0.0f32, f32::INFINITY, 1.0, 2.0, 0.0, 0.0];
+    let toks = draws(&mut s, &inf_row, 100, |a| a);
+    assert!(toks.iter().all(|&t| t == 1));
+    // V = 1.
+    let mut one = Sampler::cpu(1).unwrap();
+    let (mut t, mut c) = ([9i32; 2], [0f32; 2]);
+    one.sample(SampleArgs::new(Logits::f32(&[0.3, -2.0]), 2).tokens(&mut t).confidence(&mut c)).unwrap();
+    assert_eq!((t, c), ([0, 0], [1.0, 1.0]));
+}
+
+#[test]
+fn guidance_minus_inf_and_bad_uncond_rows() {
+    let v = 5;
+    let cond = [1.0f32, f32::NEG_INFINITY, 0.5, 2.0, 0.0, /* row 1 */ 1.0, 1.0, 1.0, 1.0, 1.0];
+    let uncond = [0.0f32, 0.0, f32::NEG_INFINITY, 1.0, 0.0];
+    let mut s = sampler(v);
+    let mut probs = vec![0f32; 2 * v];
+    let mut st = [0i32; 2];
+    // Request 0 guided (-inf in c or in u stays -inf); request 1's uncond rows [1, 2) are
+    // outside uncond_num_rows = 1: not guided, flagged.
+    s.sample(
+        SampleArgs::new(Logits::f32(&cond), 2)
+            .uncond_logits(Logits::f32(&uncond))
+            .uncond_row_offsets(&[0, 1])
+            .guidance_scale(2.0)
+            .stats(Stats::Guided)
+            .probs(ProbsOut::f32(&mut probs))
+            .request_status(&mut st),
+    )
+    .unwrap();
+    assert_eq!(st, [0, request_status::BAD_UNCOND_ROWS]);
+    let l: Vec<f32> = (0..v)
+        .map(|t| {
+            let (c, u) = (cond[t], uncond[t]);
+            if c == f32::NEG_INFINITY || u == f32::NEG_INFINITY { f32::NEG_INFINITY } else { 2.0f32.mul_add(c - u, c) }
+        })
+        .collect();
+    let want = softmax(&l);
+    assert_eq!((probs[1], probs[2]), (0.0, 0.0));
+    for t in 0..v {
+        assert_close("guided", probs[t] as f64, want[t], 1e-5, 1e-7);
+        assert_close("unguided", probs[v + t] as f64, 0.2, 1e-5, 1e-7);
+    }
+}
+
+#[test]
+fn chi_square_over_blocks_with_filters() {
+    // V = 2100: three 1024-token blocks, top-k 40 + top-p straddling blocks, mixed with plain
+    // requests in the same call; the sampled frequencies follow the filtered distribution.
+    let v = 2100;
+    let mut row = vec![-8.0f32; v];
+    for (i, t) in [3usize, 900, 1023, 1024, 1500, 2047, 2048, 2099, 10, 1100].iter().enumerate() {
+        row[*t] = 1.0 - 0.15 * i as f32;
+    }
+    let (k, p) = (8, 0.9f32);
+    let keep = keep_set(&row, k, p, 0.0);
+    let want = softmax_over(&row, &keep);
+    let plain = softmax(&row);
+    let n = 4000;
+    let logits: Vec<f32> = row.iter().cycle().take(n * v).cloned().collect();
+    let ks: Vec<i32> = (0..n).map(|i| if i % 2 == 0 { k as i32 } else { 0 }).collect();
+    let ps: Vec<f32> = (0..n).map(|i| if i % 2 == 0 { p } else { 1.0 }).collect();
+    let mut s = sampler(v);
+    let mut counts = vec![[0usize; 2]; v];
+    for call in 0..4u64 {
+        let seeds: Vec<u64> = (0..n as u64).map(|i| call * 1_000_003 + i).collect();
+        let mut tok = vec![0i32; n];
+        s.sample(SampleArgs::new(Logits::f32(&logits), n).top_ks(&ks).top_ps(&ps).seeds(&seeds).tokens(&mut tok))
+            .unwrap();
+        for (i, &t) in tok.iter().enumerate() {
+            counts[t as usize][i % 2] += 1;
+        }
+    }
+    for (kind, dist) in [(0usize, &want), (1, &plain)] {
+        let total = (2 * n) as f64;
+        let mut chi2 = 0.0;
+        let mut df = 0;
+        let mut tail = 0.0; // expected mass of tokens too rare for a cell of their own
+        let mut tail_obs = 0.0;
+        for t in 0..v {
+            let e = total * dist[t];
+            let o = counts[t][kind] as f64;
+            if e >= 5.0 {
+                chi2 += (o - e).powi(2) / e;
+                df += 1;
+            } else {
+                tail += e;
+                tail_obs += o;
+            }
+            if dist[t] == 0.0 {
+                assert_eq!(counts[t][kind], 0, "kind {}: token {} is filtered out", kind, t);
+            }
+        }
+        if tail > 0.0 {
+            chi2 += (tail_obs - tail).powi(2) / tail.max(1.0);
+            df += 1;
+        }
+        // Generous bound (p << 1e-3 for these df); deterministic seeds, so no flakes.
+        assert!(chi2 < 3.0 * df as f64 + 30.0, "kind {}: chi-square {} with {} cells", kind, chi2, df);
+    }
+}
+
+#[test]
+fn stash_ties_empty_rows_and_bf16_with_stride() {
+    let v = 8;
+    let stride = 11;
+    let n_top = 5;
+    let e = n_top + 1;
+    // Row 0: ties (2.0 at 1, 4, 6); row 1: nothing finite.
+    let mut rows = vec![0f32; stride + v];
+    rows[..v].copy_from_slice(&[0.0, 2.0, -1.0, 1.0, 2.0, f32::NEG_INFINITY, 2.0, 0.5]);
+    for x in &mut rows[stride..stride + v] {
+        *x = f32::NEG_INFINITY;
+    }
+    for x in &mut rows[v..stride] {
+        *x = 99.0; // padding: must be ignored
+    }
+    let bits = half::to_bf16(&rows);
+    let mut s = sampler(v);
+    let (mut ids, mut lps, mut ranks) = (vec![-7i32; 2 * e], vec![0f32; 2 * e], vec![-9i32; 2 * e]);
+    s.stash(
+        StashArgs::new(Logits::half(&bits, Dtype::Bf16), 2)
+            .row_stride(stride)
+            .row_offsets(&[0, 2])
+            .num_top(n_top)
+            .layout(1, 2)
+            .out_token_ids(&mut ids)
+            .out_logprobs(&mut lps)
+            .out_ranks(&mut ranks),
+    )
+    .unwrap();
+    assert_eq!(&ids[..e], &[1, 1, 4, 6, 3, 7]);
+    assert_eq!(&ranks[..e], &[1, 1, 1, 1, 4, 5]);
+    assert_eq!(lps[1], lps[2]);
+    // The empty row: entry 0 is token 0 at -inf, rank 0; padding after.
+    assert_eq!(&ids[e..], &[0; 6]);
+    assert_eq!(&ranks[e..], &[0; 6]);
+    assert!(lps[e..].iter().all(|&x| x == f32::NEG_INFINITY));
+}
