@@ -9,8 +9,8 @@
 # the STEPS section; its output lands in $OUT/<name>.log and in the summary.
 #
 # Environment: OUT (log folder), BUILD (build dir, default build-gpu), GPU_CHECK_ONLY (space-
-# separated step names to run, default all), BENCH_ARGS (e.g. --quick), SANITIZE_FILTER (doctest
-# -tc filter for the sanitizer runs).
+# separated step names to run, default all), BENCH_ARGS (e.g. --quick), SANITIZE_EXCLUDE (doctest
+# -tce filter: test cases the sanitizer runs skip), SANITIZE_TIMEOUT (seconds per sanitizer step, default 300).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -23,7 +23,7 @@ step() {
   shift
   if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" $name "* ]]; then return 0; fi
   local t0=$SECONDS
-  echo "=== [$name] $*"
+  echo "=== [$name]"
   "$@" 2>&1 | tee "$OUT/$name.log"
   local rc=${PIPESTATUS[0]}
   SUMMARY+=("$(printf '%-22s rc=%-4s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
@@ -44,7 +44,7 @@ sanitize() {
   for t in $(gpu_tests); do
     echo "--- compute-sanitizer --tool $tool $t"
     local args=()
-    [ -n "${SANITIZE_FILTER:-}" ] && args+=("-tc=${SANITIZE_FILTER}")
+    [ -n "${SANITIZE_EXCLUDE:-}" ] && args+=("-tce=${SANITIZE_EXCLUDE}")
     compute-sanitizer --tool "$tool" --error-exitcode 3 "$t" "${args[@]}" || rc=1
   done
   return $rc
@@ -58,9 +58,9 @@ build() {
 }
 step build build
 step gpu-tests run_gpu_tests
-step memcheck sanitize memcheck
-step racecheck sanitize racecheck
 step bench "$BUILD"/bench/dds_bench ${BENCH_ARGS:-}
+step memcheck timeout "${SANITIZE_TIMEOUT:-300}" bash -c "$(declare -f gpu_tests sanitize); BUILD=$BUILD SANITIZE_EXCLUDE='${SANITIZE_EXCLUDE:-}' sanitize memcheck"
+step racecheck timeout "${SANITIZE_TIMEOUT:-300}" bash -c "$(declare -f gpu_tests sanitize); BUILD=$BUILD SANITIZE_EXCLUDE='${SANITIZE_EXCLUDE:-}' sanitize racecheck"
 # (append new steps above this line)
 # --- SUMMARY -----------------------------------------------------------------------------------
 {
