@@ -133,6 +133,68 @@ DDSGO_SAMPLE_SHIM(ddsgo_sample_raw, uintptr_t)
   }
 DDSGO_STASH_SHIM(ddsgo_stash_go, void*)
 DDSGO_STASH_SHIM(ddsgo_stash_raw, uintptr_t)
+#define DDSGO_REVEAL_SHIM(NAME, P)                                                          \
+  static ddsgo_result NAME(dds_sampler* s, const dds_reveal_args* base, P row_offsets,      \
+                           P positions, P scores, P eligible, P policies, P counts,         \
+                           P steps_left, P thresholds, P factors, P position_temperatures,  \
+                           P seeds, P steps, P canvas, P tokens, P reveal, P num_revealed,  \
+                           P finished, P request_status, uintptr_t stream) {                \
+    dds_reveal_args a = *base;                                                              \
+    a.row_offsets = (const int32_t*)row_offsets;                                            \
+    a.positions = (const int32_t*)positions;                                                \
+    a.scores = (const float*)scores;                                                        \
+    a.eligible = (const uint8_t*)eligible;                                                  \
+    a.policies = (const int32_t*)policies;                                                  \
+    a.counts = (const int32_t*)counts;                                                      \
+    a.steps_left = (const int32_t*)steps_left;                                              \
+    a.thresholds = (const float*)thresholds;                                                \
+    a.factors = (const float*)factors;                                                      \
+    a.position_temperatures = (const float*)position_temperatures;                          \
+    a.seeds = (const uint64_t*)seeds;                                                       \
+    a.steps = (const uint32_t*)steps;                                                       \
+    a.canvas = (int32_t*)canvas;                                                            \
+    a.tokens = (const int32_t*)tokens;                                                      \
+    a.reveal = (uint8_t*)reveal;                                                            \
+    a.num_revealed = (int32_t*)num_revealed;                                                \
+    a.finished = (int32_t*)finished;                                                        \
+    a.request_status = (int32_t*)request_status;                                            \
+    return ddsgo_make_result(dds_reveal(s, &a, (dds_stream)stream));                        \
+  }
+DDSGO_REVEAL_SHIM(ddsgo_reveal_go, void*)
+DDSGO_REVEAL_SHIM(ddsgo_reveal_raw, uintptr_t)
+
+#define DDSGO_VERIFY_SHIM(NAME, P)                                                          \
+  static ddsgo_result NAME(dds_sampler* s, const dds_verify_args* base, P draft_counts,     \
+                           P draft_tokens, P draft_logits, P target_logits, P temperatures, \
+                           P top_ks, P top_ps, P min_ps, P seeds, P steps,                  \
+                           P accepted_counts, P out_tokens, P out_logprobs,                 \
+                           P request_status, uintptr_t stream) {                            \
+    dds_verify_args a = *base;                                                              \
+    a.draft_counts = (const int32_t*)draft_counts;                                          \
+    a.draft_tokens = (const int32_t*)draft_tokens;                                          \
+    a.draft_logits = (const void*)draft_logits;                                             \
+    a.target_logits = (const void*)target_logits;                                           \
+    a.temperatures = (const float*)temperatures;                                            \
+    a.top_ks = (const int32_t*)top_ks;                                                      \
+    a.top_ps = (const float*)top_ps;                                                        \
+    a.min_ps = (const float*)min_ps;                                                        \
+    a.seeds = (const uint64_t*)seeds;                                                       \
+    a.steps = (const uint32_t*)steps;                                                       \
+    a.accepted_counts = (int32_t*)accepted_counts;                                          \
+    a.out_tokens = (int32_t*)out_tokens;                                                    \
+    a.out_logprobs = (float*)out_logprobs;                                                  \
+    a.request_status = (int32_t*)request_status;                                            \
+    return ddsgo_make_result(dds_verify_drafts(s, &a, (dds_stream)stream));                 \
+  }
+DDSGO_VERIFY_SHIM(ddsgo_verify_go, void*)
+DDSGO_VERIFY_SHIM(ddsgo_verify_raw, uintptr_t)
+
+static ddsgo_result ddsgo_reveal_args_init(dds_reveal_args* a) {
+  return ddsgo_make_result(dds_reveal_args_init(a, sizeof(*a)));
+}
+static ddsgo_result ddsgo_verify_args_init(dds_verify_args* a) {
+  return ddsgo_make_result(dds_verify_args_init(a, sizeof(*a)));
+}
 */
 import "C"
 
@@ -337,4 +399,133 @@ func stashRaw(c cSampler, sp *StashParams, a *DeviceStashArgs, stream uintptr) e
 	return toError(C.ddsgo_stash_raw(c, &base, u(a.RowOffsets), u(a.Logits), u(a.Keep), u(a.Slots),
 		u(a.NumValid), u(a.Temperatures), u(a.CommittedTokens), u(a.TokenIDs), u(a.NumTokenIDs),
 		u(a.OutTokenIDs), u(a.OutLogprobs), u(a.OutRanks), u(a.RequestStatus), u(stream)))
+}
+
+// defaultRevealParams returns the defaults of dds_reveal_args_init (NumRequests 0: inferred).
+func defaultRevealParams() RevealParams {
+	var a C.dds_reveal_args
+	if err := toError(C.ddsgo_reveal_args_init(&a)); err != nil {
+		panic("dds: dds_reveal_args_init failed: " + err.Error())
+	}
+	return RevealParams{
+		Policy:              RevealPolicy(a.policy),
+		Count:               int32(a.count),
+		Threshold:           float32(a.threshold),
+		Factor:              float32(a.factor),
+		PositionTemperature: float32(a.position_temperature),
+		Seed:                uint64(a.seed),
+		Step:                uint32(a.step),
+		CanvasStride:        int(a.canvas_stride),
+		CanvasLength:        int(a.canvas_length),
+		MaskToken:           int32(a.mask_token),
+		EOSToken:            int32(a.eos_token),
+		initialized:         true,
+	}
+}
+
+// defaultVerifyParams returns the defaults of dds_verify_args_init.
+func defaultVerifyParams() VerifyParams {
+	var a C.dds_verify_args
+	if err := toError(C.ddsgo_verify_args_init(&a)); err != nil {
+		panic("dds: dds_verify_args_init failed: " + err.Error())
+	}
+	return VerifyParams{
+		NumRequests:     int(a.num_requests),
+		NumDrafts:       int(a.num_drafts),
+		DraftRowStride:  int(a.draft_row_stride),
+		TargetRowStride: int(a.target_row_stride),
+		DType:           DType(a.dtype),
+		Temperature:     float32(a.temperature),
+		TopK:            int32(a.top_k),
+		TopP:            float32(a.top_p),
+		MinP:            float32(a.min_p),
+		Seed:            uint64(a.seed),
+		Step:            uint32(a.step),
+		BannedToken:     int32(a.banned_token),
+		initialized:     true,
+	}
+}
+
+func cRevealArgs(p *RevealParams, out *C.dds_reveal_args) error {
+	if err := toError(C.ddsgo_reveal_args_init(out)); err != nil {
+		return err
+	}
+	out.num_rows = C.int32_t(p.NumRows)
+	out.num_requests = C.int32_t(p.NumRequests)
+	out.policy = C.int32_t(p.Policy)
+	out.count = C.int32_t(p.Count)
+	out.threshold = C.float(p.Threshold)
+	out.factor = C.float(p.Factor)
+	out.position_temperature = C.float(p.PositionTemperature)
+	out.seed = C.uint64_t(p.Seed)
+	out.step = C.uint32_t(p.Step)
+	out.canvas_stride = C.int64_t(p.CanvasStride)
+	out.canvas_length = C.int32_t(p.CanvasLength)
+	out.mask_token = C.int32_t(p.MaskToken)
+	out.eos_token = C.int32_t(p.EOSToken)
+	return nil
+}
+
+func cVerifyArgs(p *VerifyParams, out *C.dds_verify_args) error {
+	if err := toError(C.ddsgo_verify_args_init(out)); err != nil {
+		return err
+	}
+	out.num_requests = C.int32_t(p.NumRequests)
+	out.num_drafts = C.int32_t(p.NumDrafts)
+	out.draft_row_stride = C.int64_t(p.DraftRowStride)
+	out.target_row_stride = C.int64_t(p.TargetRowStride)
+	out.dtype = C.int32_t(p.DType)
+	out.temperature = C.float(p.Temperature)
+	out.top_k = C.int32_t(p.TopK)
+	out.top_p = C.float(p.TopP)
+	out.min_p = C.float(p.MinP)
+	out.seed = C.uint64_t(p.Seed)
+	out.step = C.uint32_t(p.Step)
+	out.banned_token = C.int32_t(p.BannedToken)
+	return nil
+}
+
+func revealGo(c cSampler, rp *RevealParams, p *revealPtrs) error {
+	var base C.dds_reveal_args
+	if err := cRevealArgs(rp, &base); err != nil {
+		return err
+	}
+	return toError(C.ddsgo_reveal_go(c, &base, p.rowOffsets, p.positions, p.scores, p.eligible,
+		p.policies, p.counts, p.stepsLeft, p.thresholds, p.factors, p.positionTemperatures,
+		p.seeds, p.steps, p.canvas, p.tokens, p.reveal, p.numRevealed, p.finished,
+		p.requestStatus, 0))
+}
+
+func revealRaw(c cSampler, rp *RevealParams, a *DeviceRevealArgs, stream uintptr) error {
+	var base C.dds_reveal_args
+	if err := cRevealArgs(rp, &base); err != nil {
+		return err
+	}
+	u := func(p uintptr) C.uintptr_t { return C.uintptr_t(p) }
+	return toError(C.ddsgo_reveal_raw(c, &base, u(a.RowOffsets), u(a.Positions), u(a.Scores),
+		u(a.Eligible), u(a.Policies), u(a.Counts), u(a.StepsLeft), u(a.Thresholds), u(a.Factors),
+		u(a.PositionTemperatures), u(a.Seeds), u(a.Steps), u(a.Canvas), u(a.Tokens), u(a.Reveal),
+		u(a.NumRevealed), u(a.Finished), u(a.RequestStatus), u(stream)))
+}
+
+func verifyGo(c cSampler, vp *VerifyParams, p *verifyPtrs) error {
+	var base C.dds_verify_args
+	if err := cVerifyArgs(vp, &base); err != nil {
+		return err
+	}
+	return toError(C.ddsgo_verify_go(c, &base, p.draftCounts, p.draftTokens, p.draftLogits,
+		p.targetLogits, p.temperatures, p.topKs, p.topPs, p.minPs, p.seeds, p.steps,
+		p.acceptedCounts, p.outTokens, p.outLogprobs, p.requestStatus, 0))
+}
+
+func verifyRaw(c cSampler, vp *VerifyParams, a *DeviceVerifyArgs, stream uintptr) error {
+	var base C.dds_verify_args
+	if err := cVerifyArgs(vp, &base); err != nil {
+		return err
+	}
+	u := func(p uintptr) C.uintptr_t { return C.uintptr_t(p) }
+	return toError(C.ddsgo_verify_raw(c, &base, u(a.DraftCounts), u(a.DraftTokens),
+		u(a.DraftLogits), u(a.TargetLogits), u(a.Temperatures), u(a.TopKs), u(a.TopPs),
+		u(a.MinPs), u(a.Seeds), u(a.Steps), u(a.AcceptedCounts), u(a.OutTokens),
+		u(a.OutLogprobs), u(a.RequestStatus), u(stream)))
 }

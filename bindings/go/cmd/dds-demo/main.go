@@ -3,8 +3,8 @@
 // The "model" is a tiny synthetic character bigram model built from a sentence: the logits of a
 // masked position are log P(x | left neighbour) + log P(right neighbour | x) for the neighbours
 // that are already revealed. Every step samples all masked positions in one dds.Sample call
-// (rows = masked positions, keyed by their canvas position), then reveals the most confident
-// ones, and prints the canvas and the time the step took.
+// (rows = masked positions, keyed by their canvas position), then dds.Reveal commits the most
+// confident ones into the canvas, and the canvas and the time the step took are printed.
 package main
 
 import (
@@ -88,6 +88,7 @@ func run(length, perStep int, temp float32, topK int32, topP float32, seed uint6
 	positions := make([]int32, length)
 	tokens := make([]int32, length)
 	conf := make([]float32, length)
+	reveal := make([]uint8, length)
 	masked := make([]int, 0, length)
 	var total time.Duration
 	for step := 0; ; step++ {
@@ -137,15 +138,19 @@ func run(length, perStep int, temp float32, topK int32, topP float32, seed uint6
 		if err := s.Sample(&args); err != nil {
 			return err
 		}
-		// Reveal the perStep most confident rows (ties: lower position).
-		for k := 0; k < perStep && k < n; k++ {
-			best := -1
-			for r := 0; r < n; r++ {
-				if canvas[masked[r]] == mask && (best < 0 || conf[r] > conf[best]) {
-					best = r
-				}
-			}
-			canvas[masked[best]] = tokens[best]
+		// Reveal the perStep most confident rows (ties: lower position) and write their tokens
+		// into the canvas: dds.Reveal, policy TOP_N.
+		rv := dds.NewRevealArgs()
+		rv.NumRows = n
+		rv.RowOffsets = args.RowOffsets
+		rv.Positions = args.Positions
+		rv.Scores = conf[:n]
+		rv.Tokens = tokens[:n]
+		rv.Policy, rv.Count = dds.RevealTopN, int32(perStep)
+		rv.Canvas, rv.CanvasLength, rv.MaskToken = canvas, length, mask
+		rv.Reveal = reveal[:n]
+		if err := s.Reveal(&rv); err != nil {
+			return err
 		}
 		dt := time.Since(t0)
 		total += dt
