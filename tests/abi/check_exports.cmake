@@ -1,0 +1,37 @@
+# cmake -DLIB=<libdds.so> -DNM=<nm> -P check_exports.cmake
+# Fails unless every dynamic symbol that libdds defines is a dds_* function (plus the version
+# node DDS_0 of the version script), and the public entry points are there.
+execute_process(COMMAND ${NM} -D --defined-only ${LIB}
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed (${rc}): ${err}")
+endif()
+string(REPLACE "\n" ";" lines "${out}")
+set(bad "")
+set(count 0)
+foreach(line IN LISTS lines)
+  if(line STREQUAL "")
+    continue()
+  endif()
+  string(REGEX MATCH "([^ ]+)$" sym "${line}")
+  string(REGEX REPLACE "@.*$" "" sym "${sym}")
+  if(sym STREQUAL "DDS_0")
+    continue()
+  endif()
+  if(NOT sym MATCHES "^dds_")
+    list(APPEND bad "${sym}")
+  else()
+    math(EXPR count "${count} + 1")
+  endif()
+endforeach()
+if(bad)
+  message(FATAL_ERROR "libdds exports symbols outside dds_*: ${bad}")
+endif()
+foreach(req dds_create dds_destroy dds_sample dds_stash_logprobs dds_last_error
+    dds_status_string dds_version_number dds_sampler_config_init dds_sample_args_init
+    dds_stash_args_init)
+  if(NOT out MATCHES "[ \t]${req}(@|\n|$)")
+    message(FATAL_ERROR "libdds does not export ${req}")
+  endif()
+endforeach()
+message(STATUS "libdds exports ${count} symbols, all dds_*")
