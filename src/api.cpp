@@ -402,7 +402,12 @@ DDS_API int32_t dds_version_number(void) { return DDS_VERSION_NUMBER; }
 DDS_API const char* dds_version_string(void) { return dds::kVersionString; }
 DDS_API int32_t dds_has_cuda(void) { return dds::cuda_backend_built() ? 1 : 0; }
 
-DDS_API const char* dds_status_string(dds_status status) {
+DDS_API const char* dds_status_string(dds_status status_arg) {
+  // Read as an integer: a C caller or a binding may pass any int (documented: unknown values
+  // give "DDS_UNKNOWN_STATUS"), and loading a C++ enum outside its range is undefined (UBSan).
+  static_assert(sizeof(dds_status) == sizeof(int32_t), "dds_status is 32 bits");
+  int32_t status;
+  std::memcpy(&status, &status_arg, sizeof status);
   switch (status) {
     case DDS_OK: return "DDS_OK";
     case DDS_ERR_INVALID_ARGUMENT: return "DDS_ERR_INVALID_ARGUMENT";
