@@ -41,6 +41,53 @@ pub(crate) enum Need {
     RequestsTimesTop,
     /// `num_slots * rows_per_slot * (num_top + 1)` (stash outputs)
     StashOut,
+    /// `num_requests * num_drafts` (verify draft tokens)
+    RequestsTimesDrafts,
+    /// `num_requests * (num_drafts + 1)` (verify outputs)
+    RequestsTimesDraftsPlus1,
+}
+
+/// The sizes of one call that buffer lengths are checked against (`None`: not part of this
+/// call's arguments).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Sizes {
+    pub rows: usize,
+    pub requests: usize,
+    pub num_top: Option<usize>,
+    pub stash_out: Option<usize>,
+    pub drafts: Option<usize>,
+}
+
+/// Checks every buffer of `bufs` against `sizes`.
+pub(crate) fn check_bufs(func: &str, bufs: &Bufs, sizes: &Sizes) -> Result<()> {
+    let overflow = || Error::invalid(format!("{}: args sizes overflow usize", func));
+    for b in &bufs.0 {
+        let (need, why) = match b.need {
+            Need::Rows => (sizes.rows, "num_rows"),
+            Need::Requests => (sizes.requests, "num_requests"),
+            Need::RequestsPlus1 => (sizes.requests.saturating_add(1), "num_requests + 1"),
+            Need::RequestsTimesTop => (
+                sizes.requests.checked_mul(sizes.num_top.unwrap_or(0)).ok_or_else(overflow)?,
+                "num_requests * num_top",
+            ),
+            Need::StashOut => {
+                (sizes.stash_out.unwrap_or(0), "num_slots * rows_per_slot * (num_top + 1)")
+            }
+            Need::RequestsTimesDrafts => (
+                sizes.requests.checked_mul(sizes.drafts.unwrap_or(0)).ok_or_else(overflow)?,
+                "num_requests * num_drafts",
+            ),
+            Need::RequestsTimesDraftsPlus1 => (
+                sizes
+                    .requests
+                    .checked_mul(sizes.drafts.unwrap_or(0).saturating_add(1))
+                    .ok_or_else(overflow)?,
+                "num_requests * (num_drafts + 1)",
+            ),
+        };
+        check_len(func, b.name, b.len, need, why)?;
+    }
+    Ok(())
 }
 
 #[derive(Clone, Debug)]
@@ -58,6 +105,21 @@ impl Bufs {
     pub fn set(&mut self, name: &'static str, len: usize, need: Need) {
         self.0.retain(|b| b.name != name);
         self.0.push(Buf { name, len, need });
+    }
+}
+
+/// The number of requests: explicit, else `row_offsets.len() - 1`, else one per row.
+pub(crate) fn requests_of(func: &str, bufs: &Bufs, explicit: Option<usize>, rows: usize)
+    -> Result<usize> {
+    let offsets_len = bufs.0.iter().find(|b| b.name == "row_offsets").map(|b| b.len);
+    match (explicit, offsets_len) {
+        (Some(n), _) => Ok(n),
+        (None, Some(0)) => Err(Error::invalid(format!(
+            "{}: args.row_offsets is empty; it needs num_requests + 1 elements",
+            func
+        ))),
+        (None, Some(n)) => Ok(n - 1),
+        (None, None) => Ok(rows),
     }
 }
 
@@ -463,18 +525,7 @@ impl<'a, S: Space> SampleArgs<'a, S> {
         }
         let mut raw = self.raw;
         let rows = self.num_rows;
-        let offsets_len = self.bufs.0.iter().find(|b| b.name == "row_offsets").map(|b| b.len);
-        let requests = match (self.num_requests, offsets_len) {
-            (Some(n), _) => n,
-            (None, Some(0)) => {
-                return Err(Error::invalid(format!(
-                    "{}: args.row_offsets is empty; it needs num_requests + 1 elements",
-                    func
-                )))
-            }
-            (None, Some(n)) => n - 1,
-            (None, None) => rows,
-        };
+        let requests = requests_of(func, &self.bufs, self.num_requests, rows)?;
         let stride = if self.row_stride == 0 { vocab } else { self.row_stride };
         check_len(
             func,
@@ -523,15 +574,7 @@ impl<'a, S: Space> SampleArgs<'a, S> {
             )?;
         }
         raw.probs_row_stride = to_i64(func, "probs_row_stride", self.probs_row_stride)?;
-        for b in &self.bufs.0 {
-            let (need, why) = match b.need {
-                Need::Rows => (rows, "num_rows"),
-                Need::Requests => (requests, "num_requests"),
-                Need::RequestsPlus1 => (requests.saturating_add(1), "num_requests + 1"),
-                Need::RequestsTimesTop | Need::StashOut => unreachable!("stash only"),
-            };
-            check_len(func, b.name, b.len, need, why)?;
-        }
+        check_bufs(func, &self.bufs, &Sizes { rows, requests, ..Sizes::default() })?;
         Ok(raw)
     }
 }

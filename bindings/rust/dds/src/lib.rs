@@ -3,7 +3,9 @@
 //! One call of [`Sampler::sample`] guides, bans, tempers, filters (top-k, top-p, min-p) and
 //! samples one token per logits row with counter-based randomness, and reports the token's
 //! log-probability, the argmax, confidence, margin, entropy and the probability rows.
-//! [`Sampler::stash`] writes the top log-probabilities of converged requests. The exact
+//! [`Sampler::stash`] writes the top log-probabilities of converged requests. The decoder
+//! primitives [`Sampler::reveal`] (which positions to commit) and [`Sampler::verify_drafts`]
+//! (exact speculative verification) complete the step. The exact
 //! semantics are those of the C library (`include/dds/dds.h`, `docs/sampling.md`); this crate
 //! adds ownership, lifetimes and length checks on top of the raw bindings in [`sys`].
 //!
@@ -59,6 +61,7 @@
 pub use dds_sys as sys;
 
 mod args;
+mod decoder;
 mod device;
 mod error;
 pub mod half;
@@ -66,6 +69,7 @@ mod sampler;
 mod stash;
 
 pub use args::{Device, Host, Logits, ProbsOut, SampleArgs, Space};
+pub use decoder::{RevealArgs, RevealPolicy, VerifyArgs};
 pub use device::{DevicePtr, DevicePtrMut, DeviceSlice, RawStream, Stream};
 pub use error::{Error, ErrorCode, Result};
 pub use sampler::{Backend, Sampler, SamplerConfig};
@@ -146,6 +150,12 @@ pub mod request_status {
     pub const EMPTY_ROW: i32 = sys::DDS_REQ_EMPTY_ROW as i32;
     /// Stash: slot outside `[0, num_slots)`: the request was skipped.
     pub const BAD_SLOT: i32 = sys::DDS_REQ_BAD_SLOT as i32;
+    /// Reveal: unknown policy, TopN used.
+    pub const BAD_POLICY: i32 = sys::DDS_REQ_BAD_POLICY as i32;
+    /// Reveal: a row's position is outside `[0, canvas_length)`.
+    pub const BAD_POSITION: i32 = sys::DDS_REQ_BAD_POSITION as i32;
+    /// CUDA reveal: a request with more than 4096 rows was not processed.
+    pub const TOO_MANY_ROWS: i32 = sys::DDS_REQ_TOO_MANY_ROWS as i32;
 }
 
 /// Version of the loaded libdds as `(major, minor, patch)`.

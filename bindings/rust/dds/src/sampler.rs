@@ -1,5 +1,6 @@
 //! `SamplerConfig` and `Sampler`, the owning handle of a `dds_sampler`.
 use crate::args::{Device, Host, SampleArgs};
+use crate::decoder::{RevealArgs, VerifyArgs};
 use crate::device::Stream;
 use crate::error::{check, Error, ErrorCode, Result};
 use crate::stash::StashArgs;
@@ -260,6 +261,57 @@ impl Sampler {
         self.require(true, func)?;
         let raw = args.finish(func, self.vocab_size)?;
         check(sys::dds_stash_logprobs(self.raw.as_ptr(), &raw, stream.raw_stream()))
+    }
+}
+
+impl Sampler {
+    /// Picks the positions to reveal on the CPU backend (`dds_reveal`).
+    pub fn reveal(&mut self, args: RevealArgs<'_, Host>) -> Result<()> {
+        let func = "dds::Sampler::reveal";
+        self.require(false, func)?;
+        let raw = args.finish(func)?;
+        // SAFETY: as in `sample`.
+        check(unsafe { sys::dds_reveal(self.raw.as_ptr(), &raw, ptr::null_mut()) })
+    }
+
+    /// Verifies speculative drafts on the CPU backend (`dds_verify_drafts`).
+    pub fn verify_drafts(&mut self, args: VerifyArgs<'_, Host>) -> Result<()> {
+        let func = "dds::Sampler::verify_drafts";
+        self.require(false, func)?;
+        let raw = args.finish(func, self.vocab_size)?;
+        // SAFETY: as in `sample`.
+        check(unsafe { sys::dds_verify_drafts(self.raw.as_ptr(), &raw, ptr::null_mut()) })
+    }
+
+    /// Queues `dds_reveal` on `stream` (CUDA backend).
+    ///
+    /// # Safety
+    /// As for [`Sampler::sample_device`].
+    pub unsafe fn reveal_device<S: Stream + ?Sized>(
+        &mut self,
+        args: RevealArgs<'_, Device>,
+        stream: &S,
+    ) -> Result<()> {
+        let func = "dds::Sampler::reveal_device";
+        self.require(true, func)?;
+        let raw = args.finish(func)?;
+        check(sys::dds_reveal(self.raw.as_ptr(), &raw, stream.raw_stream()))
+    }
+
+    /// Queues `dds_verify_drafts` on `stream` (CUDA backend; libdds may answer
+    /// [`ErrorCode::Unsupported`] where its kernel has not landed).
+    ///
+    /// # Safety
+    /// As for [`Sampler::sample_device`].
+    pub unsafe fn verify_drafts_device<S: Stream + ?Sized>(
+        &mut self,
+        args: VerifyArgs<'_, Device>,
+        stream: &S,
+    ) -> Result<()> {
+        let func = "dds::Sampler::verify_drafts_device";
+        self.require(true, func)?;
+        let raw = args.finish(func, self.vocab_size)?;
+        check(sys::dds_verify_drafts(self.raw.as_ptr(), &raw, stream.raw_stream()))
     }
 }
 

@@ -1,6 +1,6 @@
 //! `StashArgs`: the builder of `dds_stash_args`.
-use crate::args::{buffer_setters, check_len, matrix_len, to_i32, to_i64, Bufs, Device, Host,
-                  Logits, Need, Space};
+use crate::args::{buffer_setters, check_bufs, check_len, matrix_len, requests_of, to_i32, to_i64,
+                  Bufs, Device, Host, Logits, Sizes, Space};
 use crate::error::{Error, Result};
 use crate::{sys, Dtype};
 use std::marker::PhantomData;
@@ -121,18 +121,7 @@ impl<'a, S: Space> StashArgs<'a, S> {
         }
         let mut raw = self.raw;
         let rows = self.num_rows;
-        let offsets_len = self.bufs.0.iter().find(|b| b.name == "row_offsets").map(|b| b.len);
-        let requests = match (self.num_requests, offsets_len) {
-            (Some(n), _) => n,
-            (None, Some(0)) => {
-                return Err(Error::invalid(format!(
-                    "{}: args.row_offsets is empty; it needs num_requests + 1 elements",
-                    func
-                )))
-            }
-            (None, Some(n)) => n - 1,
-            (None, None) => rows,
-        };
+        let requests = requests_of(func, &self.bufs, self.num_requests, rows)?;
         let stride = if self.row_stride == 0 { vocab } else { self.row_stride };
         check_len(
             func,
@@ -153,17 +142,14 @@ impl<'a, S: Space> StashArgs<'a, S> {
             .checked_mul(self.rows_per_slot)
             .and_then(|x| x.checked_mul(self.num_top + 1))
             .ok_or_else(overflow)?;
-        let ids_len = requests.checked_mul(self.num_top).ok_or_else(overflow)?;
-        for b in &self.bufs.0 {
-            let (need, why) = match b.need {
-                Need::Rows => (rows, "num_rows"),
-                Need::Requests => (requests, "num_requests"),
-                Need::RequestsPlus1 => (requests.saturating_add(1), "num_requests + 1"),
-                Need::RequestsTimesTop => (ids_len, "num_requests * num_top"),
-                Need::StashOut => (out_len, "num_slots * rows_per_slot * (num_top + 1)"),
-            };
-            check_len(func, b.name, b.len, need, why)?;
-        }
+        let sizes = Sizes {
+            rows,
+            requests,
+            num_top: Some(self.num_top),
+            stash_out: Some(out_len),
+            drafts: None,
+        };
+        check_bufs(func, &self.bufs, &sizes)?;
         Ok(raw)
     }
 

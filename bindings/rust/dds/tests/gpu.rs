@@ -498,3 +498,111 @@ fn gpu_refuses_host_pointers_and_cpu_calls() {
         .unwrap_err();
     assert!(e.message().contains("args.logits has 99 elements"), "{}", e);
 }
+
+#[test]
+fn gpu_reveal_matches_cpu() {
+    if !have_device("gpu_reveal_matches_cpu") {
+        return;
+    }
+    use dds::{RevealArgs, RevealPolicy};
+    // 4 requests with different policies over 300 rows; canvas of 128 positions per request.
+    let rows = 300usize;
+    let offsets = [0i32, 90, 150, 260, 300];
+    let mut rng = Rng(31);
+    let scores: Vec<f32> = (0..rows).map(|_| rng.uniform() as f32).collect();
+    let positions: Vec<i32> = (0..rows).map(|i| ((i * 37) % 128) as i32).collect();
+    let tokens: Vec<i32> = (0..rows).map(|i| (i % 50) as i32).collect();
+    let eligible: Vec<u8> = (0..rows).map(|i| (i % 7 != 0) as u8).collect();
+    let policies = [
+        RevealPolicy::TopN.to_raw(),
+        RevealPolicy::Threshold.to_raw(),
+        RevealPolicy::Factor.to_raw(),
+        RevealPolicy::Random.to_raw(),
+    ];
+    let counts = [5i32, 0, 0, 3];
+    let thresholds = [0.9f32, 0.8, 0.9, 0.9];
+    let factors = [1.0f32, 1.0, 2.5, 1.0];
+    let seeds = [1u64, 2, 3, 4];
+    let (len, stride) = (128usize, 130usize);
+    let canvas0: Vec<i32> = (0..4 * stride).map(|i| if i % stride < len { 99 } else { -5 }).collect();
+    let cfg = SamplerConfig::new(100).max_rows(rows);
+
+    let mut cpu = Sampler::new(&cfg).unwrap();
+    let mut canvas = canvas0.clone();
+    let (mut reveal, mut n, mut st) = (vec![0u8; rows], vec![0i32; 4], vec![0i32; 4]);
+    cpu.reveal(
+        RevealArgs::new(&scores, rows)
+            .row_offsets(&offsets)
+            .positions(&positions)
+            .eligible(&eligible)
+            .policies(&policies)
+            .counts(&counts)
+            .thresholds(&thresholds)
+            .factors(&factors)
+            .seeds(&seeds)
+            .tokens(&tokens)
+            .canvas(&mut canvas, len, stride)
+            .mask_token(99)
+            .reveal(&mut reveal)
+            .num_revealed(&mut n)
+            .request_status(&mut st),
+    )
+    .unwrap();
+
+    let mut gpu = Sampler::new(&cfg.clone().cuda(0)).unwrap();
+    let stream = CudaStream::new();
+    let (d_scores, d_offs, d_pos, d_elig) =
+        (DevBuf::from(&scores), DevBuf::from(&offsets), DevBuf::from(&positions), DevBuf::from(&eligible));
+    let (d_pol, d_cnt, d_thr, d_fac, d_seeds, d_tok) = (
+        DevBuf::from(&policies),
+        DevBuf::from(&counts),
+        DevBuf::from(&thresholds),
+        DevBuf::from(&factors),
+        DevBuf::from(&seeds),
+        DevBuf::from(&tokens),
+    );
+    let mut d_canvas = DevBuf::from(&canvas0);
+    let (mut d_rev, mut d_n, mut d_st) = (DevBuf::<u8>::zeroed(rows), DevBuf::<i32>::zeroed(4), DevBuf::<i32>::zeroed(4));
+    let args = RevealArgs::device(&d_scores, rows)
+        .row_offsets(&d_offs)
+        .positions(&d_pos)
+        .eligible(&d_elig)
+        .policies(&d_pol)
+        .counts(&d_cnt)
+        .thresholds(&d_thr)
+        .factors(&d_fac)
+        .seeds(&d_seeds)
+        .tokens(&d_tok)
+        .canvas(&mut d_canvas, len, stride)
+        .mask_token(99)
+        .reveal(&mut d_rev)
+        .num_revealed(&mut d_n)
+        .request_status(&mut d_st);
+    // SAFETY: buffers, stream and sampler outlive the synchronisation.
+    unsafe { gpu.reveal_device(args, &stream) }.unwrap();
+    stream.sync();
+    assert_eq!(d_rev.to_host(), reveal, "reveal flags");
+    assert_eq!(d_n.to_host(), n, "num_revealed");
+    assert_eq!(d_st.to_host(), st, "request_status");
+    assert_eq!(d_canvas.to_host(), canvas, "canvas");
+    say(&format!("reveal: {} rows, {:?} revealed per request, match", rows, n));
+}
+
+/// The CPU halves of the tests above, on every machine (no device needed): the inputs are
+/// well-formed and the CPU backend accepts them, so a device run can only fail on the GPU side.
+#[test]
+fn cpu_halves_of_the_gpu_tests_run() {
+    for &(v, rows) in &[(32001usize, 257usize), (1025, 64), (7, 3)] {
+        for stats in [Stats::Processed, Stats::Guided] {
+            let b = Batch::new(v, rows, Dtype::F32, 1 + v as u64, false, stats);
+            let o = run_cpu(&b, Dtype::F32);
+            assert_eq!(o.status, [0, 0, 0]);
+            assert!(o.tokens.iter().all(|&t| t >= 0 && (t as usize) < v && t != b.banned));
+        }
+    }
+    for dtype in [Dtype::Bf16, Dtype::F16] {
+        let b = Batch::new(2053, 96, dtype, 42, true, Stats::Processed);
+        let o = run_cpu(&b, dtype);
+        assert_eq!(o.status, [0, 0, 0]);
+    }
+}
