@@ -7,8 +7,8 @@ package dds
 //     pointers; it stays valid (and unmoved) for the duration of the call.
 //   - Go memory passed to C must not contain Go pointers, and Go pointers must not be stored in
 //     C memory.
-// A dds_sample_args holding the addresses of Go slices would break both rules (cgocheck panics
-// with "cgo argument has Go pointer to unpinned Go pointer"). So the argument struct that Go
+// A dds_sample_args holding the addresses of Go slices would break both rules (cgocheck panics:
+// "cgo argument has Go pointer to Go pointer"). So the argument struct that Go
 // fills holds only scalars (its pointer fields stay NULL), and every array is passed to a small
 // C shim as a separate argument; the shim copies the struct onto its own C stack, stores the
 // pointers there and calls libdds. That is zero-copy and within the rules: the pointers live
