@@ -180,14 +180,14 @@ def test_torch_non_default_stream(torch):
         want = sc.sample(_np(real), row_offsets=[0, rows], seed=11).tokens
         x = torch.zeros(rows, V, device="cuda")
         out = torch.full((rows,), -1, dtype=torch.int32, device="cuda")
+        offs = torch.tensor([0, rows], dtype=torch.int32, device="cuda")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             if hasattr(torch.cuda, "_sleep"):
                 torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time before the logits appear
             x.copy_(real)
-            sg.sample(x, row_offsets=torch.tensor([0, rows], dtype=torch.int32, device="cuda"),
-                      seed=11, out_tokens=out)
+            sg.sample(x, row_offsets=offs, seed=11, out_tokens=out)
         side.synchronize()
         np.testing.assert_array_equal(_np(out), want)
         # stream= given explicitly while the current stream is the default one

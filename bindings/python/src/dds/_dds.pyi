@@ -1,0 +1,159 @@
+"""Type stub of the raw SWIG module dds._dds (generated from include/dds/dds.h by SWIG).
+
+Every array pointer is an int (uintptr), every dds_stream an int (cudaStream_t, 0 = default),
+functions returning dds_status return None or raise Error / ArgumentError. Struct fields mirror
+the C structs; a new struct holds the defaults of its dds_*_init function.
+"""
+
+from typing import Any, Optional
+
+class Error(RuntimeError):
+    status: int
+    status_name: str
+
+class ArgumentError(Error, ValueError): ...
+
+class _Struct:
+    struct_size: int
+    def __getattr__(self, name: str) -> Any: ...
+    def __setattr__(self, name: str, value: Any) -> None: ...
+
+class dds_sampler_config(_Struct):
+    backend: int
+    device: int
+    vocab_size: int
+    max_rows: int
+    max_requests: int
+    max_stash_width: int
+    flags: int
+    def __init__(self) -> None: ...
+
+class dds_sample_args(_Struct):
+    num_rows: int
+    num_requests: int
+    row_offsets: int
+    positions: int
+    logits: int
+    dtype: int
+    row_stride: int
+    uncond_logits: int
+    uncond_row_stride: int
+    uncond_num_rows: int
+    uncond_row_offsets: int
+    guidance_scales: int
+    guidance_scale: float
+    temperatures: int
+    temperature: float
+    top_ks: int
+    top_k: int
+    top_ps: int
+    top_p: float
+    min_ps: int
+    min_p: float
+    seeds: int
+    seed: int
+    steps: int
+    step: int
+    banned_token: int
+    stats: int
+    tokens: int
+    logprobs: int
+    argmax: int
+    confidence: int
+    margin: int
+    entropy: int
+    probs: int
+    probs_dtype: int
+    probs_row_stride: int
+    request_status: int
+    def __init__(self) -> None: ...
+
+class dds_stash_args(_Struct):
+    num_rows: int
+    num_requests: int
+    row_offsets: int
+    logits: int
+    dtype: int
+    row_stride: int
+    keep: int
+    slots: int
+    num_valid: int
+    temperatures: int
+    temperature: float
+    committed_tokens: int
+    token_ids: int
+    num_token_ids: int
+    num_top: int
+    logits_mode: int
+    num_slots: int
+    rows_per_slot: int
+    out_token_ids: int
+    out_logprobs: int
+    out_ranks: int
+    request_status: int
+    def __init__(self) -> None: ...
+
+class dds_reveal_args(_Struct):
+    def __init__(self) -> None: ...
+
+class dds_verify_args(_Struct):
+    def __init__(self) -> None: ...
+
+class _SamplerHandle: ...  # SWIG pointer to the opaque struct dds_sampler
+
+def dds_version_number() -> int: ...
+def dds_version_string() -> str: ...
+def dds_status_string(status: int) -> str: ...
+def dds_last_error() -> str: ...
+def dds_has_cuda() -> int: ...
+def dds_sampler_config_init(config: dds_sampler_config, struct_size: int) -> None: ...
+def dds_sample_args_init(args: dds_sample_args, struct_size: int) -> None: ...
+def dds_stash_args_init(args: dds_stash_args, struct_size: int) -> None: ...
+def dds_reveal_args_init(args: dds_reveal_args, struct_size: int) -> None: ...
+def dds_verify_args_init(args: dds_verify_args, struct_size: int) -> None: ...
+def dds_create(config: dds_sampler_config) -> _SamplerHandle: ...
+def dds_destroy(sampler: Optional[_SamplerHandle]) -> None: ...
+def dds_sampler_backend(sampler: _SamplerHandle) -> int: ...
+def dds_sample(sampler: _SamplerHandle, args: dds_sample_args, stream: Optional[int]) -> None: ...
+def dds_stash_logprobs(sampler: _SamplerHandle, args: dds_stash_args,
+                       stream: Optional[int]) -> None: ...
+def dds_reveal(sampler: _SamplerHandle, args: dds_reveal_args, stream: Optional[int]) -> None: ...
+def dds_verify_drafts(sampler: _SamplerHandle, args: dds_verify_args,
+                      stream: Optional[int]) -> None: ...
+def dds_py_sizeof_sampler_config() -> int: ...
+def dds_py_sizeof_sample_args() -> int: ...
+def dds_py_sizeof_stash_args() -> int: ...
+
+DDS_VERSION_MAJOR: int
+DDS_VERSION_MINOR: int
+DDS_VERSION_PATCH: int
+DDS_VERSION_NUMBER: int
+DDS_OK: int
+DDS_ERR_INVALID_ARGUMENT: int
+DDS_ERR_NULL_POINTER: int
+DDS_ERR_CAPACITY: int
+DDS_ERR_UNSUPPORTED: int
+DDS_ERR_NO_DEVICE: int
+DDS_ERR_CUDA: int
+DDS_ERR_OUT_OF_MEMORY: int
+DDS_ERR_STRUCT_SIZE: int
+DDS_ERR_INVALID_VALUE: int
+DDS_ERR_BUSY: int
+DDS_ERR_INTERNAL: int
+DDS_BACKEND_CPU: int
+DDS_BACKEND_CUDA: int
+DDS_DTYPE_F32: int
+DDS_DTYPE_BF16: int
+DDS_DTYPE_F16: int
+DDS_STATS_PROCESSED: int
+DDS_STATS_GUIDED: int
+DDS_FLAG_DEBUG_CHECKS: int
+DDS_REQ_BAD_TEMPERATURE: int
+DDS_REQ_BAD_GUIDANCE: int
+DDS_REQ_BAD_TOP_K: int
+DDS_REQ_BAD_TOP_P: int
+DDS_REQ_BAD_MIN_P: int
+DDS_REQ_BAD_UNCOND_ROWS: int
+DDS_REQ_EMPTY_ROW: int
+DDS_REQ_BAD_SLOT: int
+def __getattr__(name: str) -> Any: ...
