@@ -180,7 +180,29 @@ fn assert_values(case: &str, what: &str, got: &[f32], want: &[f32]) {
     }
 }
 
+const SAMPLE_KEYS: &[&str] = &[
+    "vocab", "num_rows", "num_requests", "dtype", "row_offsets", "positions", "temperatures",
+    "guidance_scales", "uncond_num_rows", "uncond_row_offsets", "top_ks", "top_ps", "min_ps",
+    "seeds", "steps", "banned_token", "stats", "logits", "uncond_logits", "expect_tokens",
+    "expect_argmax", "expect_logprobs", "expect_confidence", "expect_margin", "expect_entropy",
+    "expect_request_status",
+];
+const STASH_KEYS: &[&str] = &[
+    "vocab", "num_rows", "num_requests", "dtype", "row_offsets", "logits", "keep", "slots",
+    "num_valid", "temperatures", "committed_tokens", "token_ids", "num_token_ids", "num_top",
+    "logits_mode", "num_slots", "rows_per_slot", "poison_id", "poison_value", "poison_rank",
+    "expect_token_ids", "expect_logprobs", "expect_ranks",
+];
+
+/// A key this runner does not know would be an input it silently drops: refuse it.
+fn check_keys(c: &Case, known: &[&str]) {
+    let mut unknown: Vec<&String> = c.kv.keys().filter(|k| !known.contains(&k.as_str())).collect();
+    unknown.sort();
+    assert!(unknown.is_empty(), "case `{}` (line {}): keys unknown to the Rust runner: {:?}", c.name, c.line, unknown);
+}
+
 fn run_sample_case(c: &Case) {
+    check_keys(c, SAMPLE_KEYS);
     let v: usize = c.int("vocab");
     let n: usize = c.int("num_rows");
     let r: usize = c.int("num_requests");
@@ -279,6 +301,7 @@ fn run_sample_case(c: &Case) {
 }
 
 fn run_stash_case(c: &Case) {
+    check_keys(c, STASH_KEYS);
     let v: usize = c.int("vocab");
     let n: usize = c.int("num_rows");
     let r: usize = c.int("num_requests");
@@ -304,10 +327,13 @@ fn run_stash_case(c: &Case) {
     let token_ids: Option<Vec<i32>> = c.opt_ints("token_ids");
     let num_token_ids: Option<Vec<i32>> = c.opt_ints("num_token_ids");
     let total = num_slots * rows_per_slot * (num_top + 1);
-    // Poison values of the README.
-    let mut ids = vec![-7i32; total];
-    let mut lps = vec![12345f32; total];
-    let mut ranks = vec![-9i32; total];
+    // Outputs pre-filled with the case's poison values (README defaults -7, 12345, -9).
+    let poison_id: i32 = if c.has("poison_id") { c.int("poison_id") } else { -7 };
+    let poison_value: f32 = if c.has("poison_value") { c.floats("poison_value")[0] } else { 12345.0 };
+    let poison_rank: i32 = if c.has("poison_rank") { c.int("poison_rank") } else { -9 };
+    let mut ids = vec![poison_id; total];
+    let mut lps = vec![poison_value; total];
+    let mut ranks = vec![poison_rank; total];
 
     let mut a = StashArgs::new(logits.logits(), n)
         .num_requests(r)
@@ -351,8 +377,12 @@ fn run_stash_case(c: &Case) {
     assert_values(name, "logprobs", &lps, &c.floats("expect_logprobs"));
 }
 
+/// `tests/vectors` of this repository, or `DDS_VECTORS_DIR`.
 fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../tests/vectors")
+    match std::env::var_os("DDS_VECTORS_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../tests/vectors"),
+    }
 }
 
 fn load(file: &str) -> Vec<Case> {
