@@ -3,7 +3,8 @@
 # holding libdds.so; defaults to DDS_BUILD_DIR) set, libdds already built there. Works as root on a
 # fresh Debian: installs golang-go (and a C compiler, which cgo needs) when missing.
 #   go vet ./...  (and with -tags cuda where the CUDA headers exist)
-#   go test ./...  then  go test -race ./...  (DDS_GO_RACE=0 skips the race run)
+#   go test ./...,  the same with full cgo pointer checks (cgocheck=2),  go test -race ./...
+#   (DDS_GO_RACE=0 skips the race run)
 #   go run ./cmd/dds-demo
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -58,6 +59,16 @@ for f in sample_vectors.txt stash_vectors.txt; do
 done
 echo "== go test ./..."
 go test -count=1 ./...
+# Full cgo pointer checking (no Go pointer reaches C memory): GODEBUG=cgocheck=2 up to Go 1.20,
+# GOEXPERIMENT=cgocheck2 from Go 1.21 (where the GODEBUG form aborts).
+gominor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
+if [[ "$gominor" =~ ^[0-9]+$ ]] && ((gominor >= 21)); then
+  echo "== GOEXPERIMENT=cgocheck2 go test ."
+  GOEXPERIMENT=cgocheck2 go test -count=1 .
+else
+  echo "== GODEBUG=cgocheck=2 go test ."
+  GODEBUG=cgocheck=2 go test -count=1 .
+fi
 if [ "${DDS_GO_RACE:-1}" != 0 ]; then
   echo "== go test -race ./..."
   go test -race -count=1 ./...
