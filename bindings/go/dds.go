@@ -1,9 +1,9 @@
 // Package dds is the Go binding of libdds, the discrete-diffusion sampler (include/dds/dds.h).
 //
-// A Sampler wraps one dds_sampler. On the CPU backend, Sample and StashLogprobs take Go slices
-// (zero-copy: the slices are handed to the library for the duration of the call). On the CUDA
-// backend, SampleDevice and StashLogprobsDevice take device pointers as uintptr and a CUDA
-// stream (cudaStream_t) as uintptr; they queue work and return.
+// A Sampler wraps one dds_sampler. On the CPU backend, Sample, StashLogprobs, Reveal and
+// VerifyDrafts take Go slices (zero-copy: the slices are handed to the library for the duration
+// of the call). On the CUDA backend, their Device variants (SampleDevice, ...) take device
+// pointers as uintptr and a CUDA stream (cudaStream_t) as uintptr; they queue work and return.
 //
 // Argument structs start from NewSampleArgs / NewStashArgs (or their Device variants), which
 // fill the library's defaults (temperature 1, top-p 1, no banned token, ...), like the C

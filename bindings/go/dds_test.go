@@ -806,7 +806,7 @@ func TestStash(t *testing.T) {
 	}
 	// Logits mode writes l / T.
 	b := a
-	b.Mode = dds.StashLogits
+	b.Mode = dds.StashModeLogits
 	b.OutLogprobs = fillF(size, 12345)
 	b.OutTokenIDs, b.OutRanks = nil, nil
 	if err := s.StashLogprobs(&b); err != nil {

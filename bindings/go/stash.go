@@ -9,8 +9,8 @@ import (
 type StashMode int32
 
 const (
-	StashLogprobs StashMode = 0 // log_softmax(l / T)
-	StashLogits   StashMode = 1 // the tempered logits l / T
+	StashModeLogprobs StashMode = 0 // log_softmax(l / T)
+	StashModeLogits   StashMode = 1 // the tempered logits l / T
 )
 
 // StashParams are the host scalars of dds_stash_args. Start from NewStashArgs.
