@@ -217,52 +217,44 @@ func TestCUDAMatchesCPU(t *testing.T) {
 		gLp, gConf := download[float32](t, lp, n), download[float32](t, conf, n)
 		gMar, gEnt := download[float32](t, mar, n), download[float32](t, ent, n)
 		gSt := download[int32](t, st, c.reqs)
-		stat := func(name string, i int, got, want float32) {
-			if !closeTo(got, float64(want), 1e-5, 1e-6) {
-				t.Errorf("%s row %d: %s GPU %.9g CPU %.9g", c.name, i, name, got, want)
-			}
+		// As tests/gpu/test_gpu_sample.cu: argmax and flags exact; a row whose token or
+		// statistics (1e-5 relative + 1e-6) differ is counted (near-ties), and only a few may.
+		var gp []float32
+		if c.probs {
+			gp = download[float32](t, probs, n*c.v)
 		}
 		caseMis := 0
 		for i := 0; i < n; i++ {
 			if gArg[i] != o.argmax[i] {
 				t.Errorf("%s row %d: argmax GPU %d CPU %d", c.name, i, gArg[i], o.argmax[i])
 			}
-			stat("confidence", i, gConf[i], o.confidence[i])
-			stat("margin", i, gMar[i], o.margin[i])
-			stat("entropy", i, gEnt[i], o.entropy[i])
-			if gTok[i] != o.tokens[i] {
-				caseMis++
-				t.Logf("%s row %d: token GPU %d CPU %d (near-tie?)", c.name, i, gTok[i], o.tokens[i])
-				continue
+			cl := func(g, w float32) bool { return closeTo(g, float64(w), 1e-5, 1e-6) }
+			ok := gTok[i] == o.tokens[i] && cl(gLp[i], o.logprobs[i]) &&
+				cl(gConf[i], o.confidence[i]) && cl(gMar[i], o.margin[i]) && cl(gEnt[i], o.entropy[i])
+			for x := 0; ok && c.probs && x < c.v; x++ {
+				ok = cl(gp[i*c.v+x], o.probs[i*c.v+x])
 			}
-			stat("logprob", i, gLp[i], o.logprobs[i])
+			if !ok {
+				caseMis++
+				t.Logf("%s row %d: GPU token %d logprob %g conf %g margin %g entropy %g; "+
+					"CPU %d %g %g %g %g", c.name, i, gTok[i], gLp[i], gConf[i], gMar[i], gEnt[i],
+					o.tokens[i], o.logprobs[i], o.confidence[i], o.margin[i], o.entropy[i])
+			}
 		}
 		for r := range gSt {
 			if gSt[r] != o.status[r] {
 				t.Errorf("%s request %d: status GPU %d CPU %d", c.name, r, gSt[r], o.status[r])
 			}
 		}
-		if c.probs {
-			gp := download[float32](t, probs, n*c.v)
-			bad := 0
-			for i := range gp {
-				if !closeTo(gp[i], float64(o.probs[i]), 1e-5, 1e-6) {
-					bad++
-				}
-			}
-			if bad > 0 {
-				t.Errorf("%s: %d probs differ beyond 1e-5", c.name, bad)
-			}
-		}
-		t.Logf("%s: %d rows, %d token mismatches", c.name, n, caseMis)
+		t.Logf("%s: %d rows, %d differing rows", c.name, n, caseMis)
 		totalRows += n
 		mismatches += caseMis
 	}
-	// Tokens may differ only where two candidates tie within rounding: a handful at most.
+	// Rows may differ only where candidates tie within rounding: a handful at most.
 	if mismatches*100 > totalRows {
-		t.Errorf("%d of %d tokens differ between GPU and CPU (more than 1%%)", mismatches, totalRows)
+		t.Errorf("%d of %d rows differ between GPU and CPU (more than 1%%)", mismatches, totalRows)
 	}
-	t.Logf("GPU vs CPU: %d rows, %d token mismatches", totalRows, mismatches)
+	t.Logf("GPU vs CPU: %d rows, %d differing rows (near-ties)", totalRows, mismatches)
 }
 
 func TestCUDAStash(t *testing.T) {
