@@ -7,6 +7,7 @@
 //! 2. `dds.pc`: `DDS_PC_FILE` (a path), else the first `dds.pc` in the directories of
 //!    `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` (or the usual system directories). Its
 //!    `libdir` (or the `-L` of its `Libs:` line) is used.
+//!
 //! Otherwise the build fails with a message that says what to set.
 use std::collections::HashMap;
 use std::env;

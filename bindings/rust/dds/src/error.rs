@@ -53,6 +53,7 @@ impl ErrorCode {
             S::DDS_ERR_INVALID_VALUE => ErrorCode::InvalidValue,
             S::DDS_ERR_BUSY => ErrorCode::Busy,
             S::DDS_ERR_INTERNAL => ErrorCode::Internal,
+            #[allow(clippy::unnecessary_cast)] // c_uint is u32 on the supported targets
             other => ErrorCode::Unknown(other.0 as u32),
         })
     }
