@@ -183,6 +183,18 @@ static int dds_py_as_ptr(PyObject* o, void** out) {
   ~dds_verify_args() { free($self); }
 }
 
+/* Address of the first element of a buffer-protocol object (a numpy array): faster than
+ * __array_interface__ on the per-call path. */
+%inline %{
+PyObject* dds_py_address(PyObject* obj) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj, &view, PyBUF_STRIDES) != 0) return NULL;
+  void* p = view.buf;
+  PyBuffer_Release(&view);
+  return PyLong_FromVoidPtr(p);
+}
+%}
+
 /* Sizes of the structs as this module was compiled (for tests and struct_size checks). */
 %inline %{
 size_t dds_py_sizeof_sampler_config(void) { return sizeof(dds_sampler_config); }

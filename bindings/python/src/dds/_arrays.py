@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ._dds import dds_py_address as _address
+
 try:  # numpy has no bfloat16; ml_dtypes (from JAX) adds one.
     import ml_dtypes as _ml_dtypes  # type: ignore
 
@@ -135,16 +137,34 @@ def describe(obj: Any, name: str) -> Optional[ArrayInfo]:
     return None
 
 
+_NP_NAMES: Dict[Any, str] = {}
+
+
+def _np_name(dt: np.dtype) -> str:
+    name = _NP_NAMES.get(dt)
+    if name is None:
+        name = dt.name
+        if NP_BFLOAT16 is not None and dt == NP_BFLOAT16:
+            name = "bfloat16"
+        _NP_NAMES[dt] = name
+    return name
+
+
+def _np_address(a: np.ndarray) -> int:
+    try:
+        return _address(a)
+    except Exception:  # pragma: no cover - dtypes without buffer support
+        return int(a.__array_interface__["data"][0])
+
+
 def _describe_numpy(a: np.ndarray, name: str) -> ArrayInfo:
     item = a.dtype.itemsize
-    if any(s % item for s in a.strides):
-        raise ValueError(f"{name}: strides {a.strides} bytes are not a multiple of the element "
+    strides = a.strides
+    if item > 1 and any(s % item for s in strides):
+        raise ValueError(f"{name}: strides {strides} bytes are not a multiple of the element "
                          f"size {item}")
-    dt = a.dtype.name
-    if NP_BFLOAT16 is not None and a.dtype == NP_BFLOAT16:
-        dt = "bfloat16"
-    return ArrayInfo(int(a.__array_interface__["data"][0]), tuple(a.shape),
-                     tuple(s // item for s in a.strides), dt, HOST, "numpy", a)
+    return ArrayInfo(_np_address(a), a.shape, tuple(s // item for s in strides),
+                     _np_name(a.dtype), HOST, "numpy", a)
 
 
 def _describe_cai(obj: Any, cai: Dict[str, Any], name: str) -> ArrayInfo:
@@ -189,8 +209,12 @@ def _importable(mod: str) -> bool:
     return _IMPORTABLE[mod]
 
 
+_PY_SCALARS = (int, float)
+
+
 def is_scalar(x: Any) -> bool:
-    return isinstance(x, numbers.Number) or (isinstance(x, np.ndarray) and x.ndim == 0)
+    return (type(x) in _PY_SCALARS or isinstance(x, numbers.Number) or
+            (isinstance(x, np.ndarray) and x.ndim == 0))
 
 
 def is_host_sequence(x: Any) -> bool:
@@ -338,9 +362,11 @@ def check_device(info: ArrayInfo, name: str, ctx: CallContext) -> None:
 
 def matrix(obj: Any, name: str, ctx: CallContext, cols: int, dtypes: Sequence[str],
            dtype_override: Optional[str], rows: Optional[int] = None,
-           override_name: str = "dtype") -> Tuple[ArrayInfo, str, int]:
+           override_name: str = "dtype",
+           info: Optional[ArrayInfo] = None) -> Tuple[ArrayInfo, str, int]:
     """A [rows, cols] matrix with unit column stride. Returns (info, dds dtype, row stride)."""
-    info = describe(obj, name)
+    if info is None:
+        info = describe(obj, name)
     if info is None:
         raise TypeError(f"{name}: expected a 2-D array (numpy / torch / CuPy), got "
                         f"{type(obj).__name__}")

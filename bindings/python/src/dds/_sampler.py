@@ -64,6 +64,9 @@ _BACKENDS = {"cpu": _dds.DDS_BACKEND_CPU, "cuda": _dds.DDS_BACKEND_CUDA}
 _STATS = {"processed": _dds.DDS_STATS_PROCESSED, "guided": _dds.DDS_STATS_GUIDED}
 
 
+_FAST_SCALARS = (int, float)
+
+
 def has_cuda() -> bool:
     """True if this build of libdds has the CUDA backend (a device may still be missing)."""
     return bool(_dds.dds_has_cuda())
@@ -183,7 +186,12 @@ class Sampler:
 
     def _request_param(self, args: Any, value: Any, scalar_field: str, array_field: str,
                        name: str, dtype: str, ctx: CallContext, num_requests: int,
-                       conv: Any, alt_dtypes: Sequence[str] = ()) -> None:
+                       conv: Any, alt_dtypes: Sequence[str] = (), default: Any = None) -> None:
+        if type(value) in _FAST_SCALARS:
+            if value == default and type(value) is type(default):
+                return  # the C default from dds_*_args_init
+            setattr(args, scalar_field, conv(value, name))
+            return
         value = _scalar_value(value) if isinstance(value, np.ndarray) and value.ndim == 0 else value
         if is_scalar(value):
             setattr(args, scalar_field, conv(value, name))
@@ -273,7 +281,7 @@ class Sampler:
                             f"CuPy on cuda), got {type(logits).__name__}")
         ctx = self._context(linfo, stream)
         linfo, ldt, row_stride = matrix(logits, "logits", ctx, self.vocab_size, _LOGIT_DTYPES,
-                                        dtype)
+                                        dtype, info=linfo)
         num_rows = linfo.shape[0]
         if num_rows > self.max_rows:
             raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
@@ -313,21 +321,21 @@ class Sampler:
             raise ValueError("uncond_row_offsets: given without uncond_logits")
 
         self._request_param(a, guidance_scale, "guidance_scale", "guidance_scales",
-                            "guidance_scale", "float32", ctx, R, _check_float)
+                            "guidance_scale", "float32", ctx, R, _check_float, default=0.0)
         self._request_param(a, temperature, "temperature", "temperatures", "temperature",
-                            "float32", ctx, R, _check_float)
+                            "float32", ctx, R, _check_float, default=1.0)
         self._request_param(a, top_k, "top_k", "top_ks", "top_k", "int32", ctx, R,
-                            lambda v, n: _check_int(v, n, -(2 ** 31), 2 ** 31 - 1))
+                            lambda v, n: _check_int(v, n, -(2 ** 31), 2 ** 31 - 1), default=0)
         self._request_param(a, top_p, "top_p", "top_ps", "top_p", "float32", ctx, R,
-                            _check_float)
+                            _check_float, default=1.0)
         self._request_param(a, min_p, "min_p", "min_ps", "min_p", "float32", ctx, R,
-                            _check_float)
+                            _check_float, default=0.0)
         # Device seeds may also be int64 and steps int32 (same bits; torch's unsigned types are
         # second-class): the library reads them as uint64 / uint32.
         self._request_param(a, seed, "seed", "seeds", "seed", "uint64", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1), ("int64",))
+                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1), ("int64",), 0)
         self._request_param(a, step, "step", "steps", "step", "uint32", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1), ("int32",))
+                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1), ("int32",), 0)
         if banned_token is None:
             banned_token = -1
         a.banned_token = _check_int(banned_token, "banned_token", -1, self.vocab_size - 1)
@@ -431,7 +439,7 @@ class Sampler:
                             f"CuPy on cuda), got {type(logits).__name__}")
         ctx = self._context(linfo, stream)
         linfo, ldt, row_stride = matrix(logits, "logits", ctx, self.vocab_size, _LOGIT_DTYPES,
-                                        dtype)
+                                        dtype, info=linfo)
         num_rows = linfo.shape[0]
         if num_rows > self.max_rows:
             raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
@@ -499,7 +507,7 @@ class Sampler:
             a.committed_tokens = vector(committed_tokens, "committed_tokens", ctx, "int32",
                                         num_rows)[0]
         self._request_param(a, temperature, "temperature", "temperatures", "temperature",
-                            "float32", ctx, R, _check_float)
+                            "float32", ctx, R, _check_float, default=1.0)
         if isinstance(logits_mode, str):
             modes = {"logprobs": 0, "logits": 1}
             if logits_mode not in modes:
