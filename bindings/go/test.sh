@@ -39,6 +39,7 @@ fi
 # Caches under the build directory: works whatever HOME is, and leaves no trace elsewhere.
 work="${DDS_BUILD_DIR:-$lib}/go"
 mkdir -p "$work"
+work="$(cd "$work" && pwd)" # Go wants absolute cache paths
 export GOCACHE="${GOCACHE:-$work/cache}" GOPATH="${GOPATH:-$work/gopath}"
 export GOTOOLCHAIN=local GOPROXY=off GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=1
 export CGO_LDFLAGS="-L$lib -Wl,-rpath,$lib${CGO_LDFLAGS:+ $CGO_LDFLAGS}"
