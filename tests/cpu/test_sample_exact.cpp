@@ -700,3 +700,41 @@ TEST_CASE("uncond rows outside [0, uncond_num_rows): not guided, DDS_REQ_BAD_UNC
   CHECK(close(g.confidence[1], Dg[2]));
   for (int i = 2; i < 6; ++i) CHECK(close(g.confidence[i], Dc[2]));
 }
+
+TEST_CASE("a request with no rows in the middle of a batch; negative positions") {
+  const int32_t V = 4;
+  Sampler s(V, 8, 8);
+  std::vector<float> lg;
+  for (int i = 0; i < 3; ++i) {
+    auto r = row1234();
+    lg.insert(lg.end(), r.begin(), r.end());
+  }
+  // Requests: 0 -> rows 0-1, 1 -> none, 2 -> row 2. Request 1 is guided with its (empty) uncond
+  // rows starting at uncond_num_rows: in range, no flag.
+  const int32_t offs[4] = {0, 2, 2, 3}, uoffs[3] = {-1, 3, -1};
+  const int32_t pos[3] = {-1, 5, -2147483647 - 1};
+  dds_sample_args a = sample_args();
+  a.num_rows = 3;
+  a.num_requests = 3;
+  a.row_offsets = offs;
+  a.positions = pos;
+  a.logits = lg.data();
+  a.uncond_logits = lg.data();
+  a.uncond_num_rows = 3;
+  a.uncond_row_offsets = uoffs;
+  a.guidance_scale = 1.f;
+  a.seed = 5;
+  Outputs o = run_sample(s, a);
+  CHECK(o.status == std::vector<int32_t>{0, 0, 0});
+  // Positions are cast to uint32: -1 is 0xffffffff. Same token as a single-row call with
+  // position 0xffffffff given as int32 -1.
+  for (int i = 0; i < 3; ++i) {
+    dds_sample_args b = sample_args();
+    b.num_rows = 1;
+    b.logits = lg.data();
+    b.positions = &pos[i];
+    b.seed = 5;
+    Outputs ob = run_sample(s, b);
+    CHECK(ob.tokens[0] == o.tokens[i]);
+  }
+}
