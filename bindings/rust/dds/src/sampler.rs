@@ -158,7 +158,23 @@ impl Sampler {
         let raw = NonNull::new(out).ok_or_else(|| {
             Error::new(ErrorCode::Internal, "dds_create returned DDS_OK and NULL".into())
         })?;
-        Ok(Sampler { raw, backend: config.backend, vocab_size: config.vocab_size })
+        let mut sampler = Sampler { raw, backend: config.backend, vocab_size: config.vocab_size };
+        // The backend the library reports (it decides which pointers the calls may take).
+        let mut b: i32 = -1;
+        check(unsafe { sys::dds_sampler_backend(sampler.raw.as_ptr(), &mut b) })?;
+        sampler.backend = match b {
+            b if b == sys::dds_backend::DDS_BACKEND_CPU.0 as i32 => Backend::Cpu,
+            b if b == sys::dds_backend::DDS_BACKEND_CUDA.0 as i32 => {
+                Backend::Cuda { device: raw_config.device }
+            }
+            other => {
+                return Err(Error::new(
+                    ErrorCode::Unsupported,
+                    format!("dds::Sampler::new: libdds reports an unknown backend ({})", other),
+                ))
+            }
+        };
+        Ok(sampler)
     }
 
     /// A CPU sampler with default capacities.
