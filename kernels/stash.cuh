@@ -1,0 +1,706 @@
+// dds_stash_logprobs on the GPU (docs/sampling.md §7; the CPU backend's stash() is the oracle).
+//
+// Shape: one persistent launch. Every CTA first turns the per-request keep flags into a prefix
+// count of kept rows in shared memory (keep is read before anything else of a request; requests
+// not kept never cost more than that flag), so the work is a dense list of K kept rows. Each kept
+// row is cut into P contiguous chunks of 1024-token tiles (P chosen on the device from K, so that a
+// few kept rows still fill the GPU) and every (row, chunk) item is handled by ONE WARP: one HBM
+// read of the chunk, 32 values per lane in registers per tile, and in the same pass
+//   - the running max and sum of exp(v - M) (fp32 within a tile, float64 across tiles),
+//   - the top-n candidates as order-preserving 64-bit keys (value bits high, inverted index low:
+//     keys are distinct and ties go to the lower id), kept in a per-warp sorted list; a tile is
+//     only looked at when some lane's maximum reaches the list's threshold, and while the list is
+//     not full the n-th largest lane maximum of the tile bounds it (n <= 32),
+//   - for given ids (committed tokens, the request's own ids) the count of strictly greater
+//     values, through a histogram over the sorted given values.
+// With P > 1 each warp writes a partial (M, S, keys, counts) to the workspace and bumps a per-row
+// counter; the warp that arrives last merges the partials, writes the row and resets the counter
+// (so the counters are zero at rest: graph-safe, no memset).
+#ifndef DDS_KERNELS_STASH_CUH_
+#define DDS_KERNELS_STASH_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <float.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+namespace dds {
+namespace stash {
+
+constexpr int kTile = 1024;
+constexpr int kMaxWarps = 8;
+constexpr int kMinTilesPerItem = 4;
+constexpr int kStageFloats = 32 * 33;  // padded [i][lane] staging of one tile
+constexpr int32_t kReqBadTemperature = 1;
+constexpr int32_t kReqBadSlot = 128;
+
+struct Params {
+  int32_t V;
+  int32_t num_rows, num_requests;
+  const int32_t* row_offsets;
+  const void* logits;
+  int64_t row_stride;
+  const uint8_t* keep;
+  const int32_t* slots;
+  const int32_t* num_valid;
+  const float* temperatures;
+  float temperature;
+  const int32_t* committed;
+  const int32_t* token_ids;
+  const int32_t* num_token_ids;
+  int32_t n;  // num_top
+  int32_t logits_mode;
+  int32_t num_slots, rows_per_slot;
+  int32_t* out_tok;
+  float* out_val;
+  int32_t* out_rank;
+  int32_t* req_status;
+  unsigned char* partials;  // workspace: partial_cap partials of partial_bytes
+  int64_t partial_bytes;
+  int32_t partial_cap;
+  int32_t* counters;  // workspace: [max_rows], zero at rest
+  int32_t cum_bytes;  // shared memory for the kept-row prefix (aligned)
+  int32_t warp_bytes; // shared memory per warp (aligned)
+};
+
+// Per-warp shared memory layout (host and device agree through these).
+__host__ __device__ inline int64_t align16(int64_t x) { return (x + 15) & ~(int64_t)15; }
+__host__ __device__ inline int32_t list_len(int32_t n) { return n > 1 ? n : 1; }
+__host__ __device__ inline int64_t warp_smem_bytes(int32_t n, bool count) {
+  int64_t b = align16((int64_t)list_len(n) * 8) + kStageFloats * 4;
+  if (count) b += align16((int64_t)5 * (n + 2) * 4);
+  return align16(b);
+}
+__host__ __device__ inline int64_t partial_bytes(int32_t n) {
+  return align16(16 + (int64_t)list_len(n) * 8 + (int64_t)(n + 1) * 4);
+}
+
+#if defined(__CUDACC__)
+
+constexpr float kInf = __builtin_huge_valf();
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// NaN -> -inf, +inf -> FLT_MAX, times invT, +inf -> FLT_MAX (exactly the CPU's order).
+__device__ __forceinline__ float full_value(float x, float invT) {
+  x = fminf(fmaxf(x, -kInf), FLT_MAX);
+  return fminf(x * invT, FLT_MAX);
+}
+__device__ __forceinline__ uint64_t make_key(float v, int32_t idx) {
+  uint32_t u = __float_as_uint(v);
+  if (u == 0x80000000u) u = 0;  // -0 == +0
+  const uint32_t o = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ((uint64_t)o << 32) | (uint64_t)(~(uint32_t)idx);
+}
+__device__ __forceinline__ float key_value(uint64_t k) {
+  const uint32_t o = (uint32_t)(k >> 32);
+  const uint32_t u = (o & 0x80000000u) ? (o & 0x7fffffffu) : ~o;
+  return __uint_as_float(u);
+}
+__device__ __forceinline__ int32_t key_index(uint64_t k) { return (int32_t)(~(uint32_t)k); }
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+__device__ __forceinline__ int warp_sum_int(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+__device__ __forceinline__ int warp_incl_scan(int v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
+
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  static constexpr int VEC = 4;
+  __device__ static float one(const float* p) { return __ldg(p); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  static constexpr int VEC = 8;
+  __device__ static float one(const __nv_bfloat16* p) {
+    return __uint_as_float((uint32_t)__ldg(reinterpret_cast<const unsigned short*>(p)) << 16);
+  }
+};
+template <>
+struct Elem<__half> {
+  static constexpr int VEC = 8;
+  __device__ static float one(const __half* p) { return __half2float(__ldg(p)); }
+};
+
+// Element (within the tile) held by register i of lane `lane`.
+template <typename T>
+__device__ __forceinline__ int tile_elem(int i, int lane) {
+  constexpr int VEC = Elem<T>::VEC;
+  return ((i / VEC) * 32 + lane) * VEC + (i % VEC);
+}
+
+template <typename T>
+__device__ __forceinline__ void load_full(const T* p, int lane, float (&x)[32]) {
+  if constexpr (sizeof(T) == 4) {
+    const float4* q = reinterpret_cast<const float4*>(p);
+    float4 f[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) f[k] = __ldg(q + k * 32 + lane);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      x[4 * k] = f[k].x;
+      x[4 * k + 1] = f[k].y;
+      x[4 * k + 2] = f[k].z;
+      x[4 * k + 3] = f[k].w;
+    }
+  } else {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w[k] = __ldg(q + k * 32 + lane);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t ws[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+          x[8 * k + 2 * m] = __uint_as_float(ws[m] << 16);
+          x[8 * k + 2 * m + 1] = __uint_as_float(ws[m] & 0xffff0000u);
+        } else {
+          __half2 h;
+          memcpy(&h, &ws[m], 4);
+          const float2 f = __half22float2(h);
+          x[8 * k + 2 * m] = f.x;
+          x[8 * k + 2 * m + 1] = f.y;
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void load_guarded(const T* p, int64_t len, int lane, float (&x)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int e = tile_elem<T>(i, lane);
+    x[i] = (e < len) ? Elem<T>::one(p + e) : -kInf;
+  }
+}
+
+// Inserts `key` (> *thr, uniform across the warp) into the warp's sorted (descending) list of
+// `len` keys; *thr becomes the list's last key (0 while not full).
+__device__ __forceinline__ void list_insert(uint64_t* lst, int len, uint64_t key, uint64_t* thr,
+                                            int lane) {
+  int pos = 0;
+  for (int j0 = 0; j0 < len; j0 += 32) {
+    const int j = j0 + lane;
+    const bool gt = j < len && lst[j] > key;
+    const unsigned b = __ballot_sync(kFull, gt);
+    pos += __popc(b);
+    if (b != kFull) break;
+  }
+  for (int j0 = (len - 1) & ~31; j0 >= (pos & ~31); j0 -= 32) {
+    const int j = j0 + lane;
+    const bool shift = j > pos && j < len;
+    const uint64_t prev = shift ? lst[j - 1] : 0;
+    __syncwarp();
+    if (shift) lst[j] = prev;
+    else if (j == pos) lst[j] = key;
+    __syncwarp();
+  }
+  *thr = lst[len - 1];
+}
+
+struct WarpMem {
+  uint64_t* lst;
+  float* stage;
+  float* ev;    // [n+1] value of each given entry
+  int32_t* epos; // [n+1] its position among the sorted valid given values, -1 if none
+  float* srt;   // [n+1] sorted valid given values
+  int32_t* hist;  // [n+2]
+  int32_t* ecnt;  // [n+1] #values strictly greater than entry e's value
+};
+
+template <typename T, bool COUNT>
+__global__ void __launch_bounds__(256, 3) stash_kernel(const Params P) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int32_t scan_tmp[kMaxWarps + 1];
+  int32_t* cum = reinterpret_cast<int32_t*>(smem);
+  const int R = P.num_requests;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int nthreads = blockDim.x, nwarps = nthreads >> 5;
+
+  // ---- 1. kept rows per request, prefix in shared memory; CTA 0 writes request_status ----
+  // (a) keep flags (read first: nothing else of a request not kept is used), strided and
+  // independent so that the loads overlap; (b) the rest for kept requests; (c) block scan.
+#pragma unroll 4
+  for (int r = tid; r < R; r += nthreads) cum[r] = (P.keep == nullptr || P.keep[r] != 0) ? 1 : 0;
+  __syncthreads();
+#pragma unroll 4
+  for (int r = tid; r < R; r += nthreads) {
+    int cnt = 0, status = 0;
+    if (cum[r]) {
+      const int slot = P.slots ? P.slots[r] : r;
+      int rb = P.row_offsets ? P.row_offsets[r] : r;
+      int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+      const int nvr = P.num_valid ? P.num_valid[r] : 0;
+      const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
+      if (slot < 0 || slot >= P.num_slots) {
+        status = kReqBadSlot;
+      } else {
+        rb = max(rb, 0);
+        re = min(re, P.num_rows);
+        const int nrows = max(re - rb, 0);
+        int nv = P.num_valid ? nvr : nrows;
+        nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
+        cnt = nv;
+        if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+      }
+    }
+    if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
+    cum[r] = cnt;
+  }
+  __syncthreads();
+  {
+    const int per = (R + nthreads - 1) / nthreads;
+    const int r0 = min(tid * per, R), r1 = min(r0 + per, R);
+    int local = 0;
+    for (int r = r0; r < r1; ++r) {
+      const int c = cum[r];
+      cum[r] = local;
+      local += c;
+    }
+    const int incl = warp_incl_scan(local, lane);
+    if (lane == 31) scan_tmp[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+      const int v = lane < nwarps ? scan_tmp[lane] : 0;
+      const int s = warp_incl_scan(v, lane);
+      __syncwarp();
+      if (lane < nwarps) scan_tmp[lane] = s - v;
+      if (lane == nwarps - 1) scan_tmp[kMaxWarps] = s;
+    }
+    __syncthreads();
+    const int off = scan_tmp[warp] + incl - local;
+    for (int r = r0; r < r1; ++r) cum[r] += off;
+    if (tid == 0) cum[R] = scan_tmp[kMaxWarps];
+    __syncthreads();
+  }
+  const int K = cum[R];
+  if (K == 0) return;
+
+  // ---- 2. items: (kept row q, chunk p), one warp each ----
+  const int V = P.V;
+  const int n = P.n;
+  const int E = n + 1;
+  const int64_t tiles = (V + kTile - 1) / kTile;
+  const int TW = gridDim.x * nwarps;
+  // Chunks per kept row: the count (<= tiles / kMinTilesPerItem, <= the partials' capacity)
+  // whose items fill the resident warps best over whole rounds (within 3%: fewer chunks; the
+  // first that fills 95% is taken).
+  int Pn = 1;
+  {
+    int64_t pmax = tiles / kMinTilesPerItem;
+    pmax = pmax < 1 ? 1 : pmax;
+    const int64_t cap = P.partial_cap / K;
+    if (pmax > cap) pmax = cap < 1 ? 1 : cap;
+    if (pmax > 256) pmax = 256;
+    float best = -1.f;
+    for (int c = 1; c <= (int)pmax; ++c) {
+      const int64_t it = (int64_t)K * c;
+      const int64_t rounds = (it + TW - 1) / TW;
+      const float eff = (float)it / (float)(rounds * TW);
+      if (eff > best * 1.03f) {
+        best = eff;
+        Pn = c;
+      }
+      if (best >= 0.95f) break;
+    }
+  }
+  const int64_t items = (int64_t)K * Pn;
+
+  WarpMem wm;
+  {
+    unsigned char* w = smem + P.cum_bytes + (int64_t)warp * P.warp_bytes;
+    wm.lst = reinterpret_cast<uint64_t*>(w);
+    w += align16((int64_t)list_len(n) * 8);
+    wm.stage = reinterpret_cast<float*>(w);
+    w += kStageFloats * 4;
+    wm.ev = reinterpret_cast<float*>(w);
+    wm.epos = reinterpret_cast<int32_t*>(wm.ev + (n + 2));
+    wm.srt = reinterpret_cast<float*>(wm.epos + (n + 2));
+    wm.hist = reinterpret_cast<int32_t*>(wm.srt + (n + 2));
+    wm.ecnt = wm.hist + (n + 2);
+  }
+
+  for (int64_t w = (int64_t)blockIdx.x * nwarps + warp; w < items; w += TW) {
+    const int q = (int)(w / Pn), p = (int)(w % Pn);
+    int lo = 0, hi = R;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (cum[mid] <= q) lo = mid;
+      else hi = mid;
+    }
+    const int r = lo;
+    const int j = q - cum[r];
+    const int rb = max(P.row_offsets ? P.row_offsets[r] : r, 0);
+    const int i = rb + j;
+    const int slot = P.slots ? P.slots[r] : r;
+    float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
+    if (isnan(Tm) || Tm < 0.f || isinf(Tm)) Tm = 1.f;
+    if (Tm == 0.f) Tm = 1.f;
+    float invT = 1.0f / Tm;
+    if (isinf(invT)) invT = 1.f;
+    const bool scaled = invT != 1.0f;
+    int n_ids = 0;
+    if (P.token_ids) {
+      n_ids = P.num_token_ids ? P.num_token_ids[r] : n;
+      n_ids = max(0, min(n_ids, n));
+    }
+    const bool topn = n_ids == 0 && n > 0;
+    const int NTe = topn ? n : 1;
+    const T* row = reinterpret_cast<const T*>(P.logits) + (int64_t)i * P.row_stride;
+
+    for (int jj = lane; jj < NTe; jj += 32) wm.lst[jj] = 0;
+    __syncwarp();
+    uint64_t thr = 0;
+
+    // Given entries (ranks by counting).
+    int k = 0;
+    float thr_lo = kInf, thr_hi = kInf;
+    if (COUNT) {
+      for (int e0 = 0; e0 <= n_ids; e0 += 32) {
+        const int e = e0 + lane;
+        bool valid = false;
+        float val = 0.f;
+        if (e <= n_ids) {
+          int tok = -1;
+          if (e == 0) tok = P.committed ? P.committed[i] : -1;
+          else tok = P.token_ids[(int64_t)r * n + e - 1];
+          valid = tok >= 0 && tok < V;
+          if (valid) val = full_value(Elem<T>::one(row + tok), invT);
+          wm.ev[e] = val;
+          wm.epos[e] = valid ? 0 : -1;
+        }
+        k += __popc(__ballot_sync(kFull, valid));
+      }
+      __syncwarp();
+      for (int e = lane; e <= n_ids; e += 32) {
+        if (wm.epos[e] < 0) continue;
+        const float ve = wm.ev[e];
+        int pos = 0;
+        for (int e2 = 0; e2 <= n_ids; ++e2) {
+          if (wm.epos[e2] < 0) continue;
+          const float v2 = wm.ev[e2];
+          pos += (v2 < ve) || (v2 == ve && e2 < e);
+        }
+        wm.srt[pos] = ve;
+        wm.ecnt[e] = pos;  // temporarily
+      }
+      for (int c = lane; c <= k; c += 32) wm.hist[c] = 0;
+      __syncwarp();
+      for (int e = lane; e <= n_ids; e += 32)
+        if (wm.epos[e] >= 0) wm.epos[e] = wm.ecnt[e];
+      if (k > 0) {
+        thr_lo = wm.srt[0];
+        thr_hi = wm.srt[k - 1];
+      }
+      __syncwarp();
+    }
+
+    // ---- the one pass over the chunk ----
+    const int64_t t0 = (int64_t)p * tiles / Pn, t1 = (int64_t)(p + 1) * tiles / Pn;
+    const bool aligned = (reinterpret_cast<uintptr_t>(row) & 15) == 0;
+    float M = -kInf;
+    double Sl = 0.0;
+    int chi = 0;
+    float tv_bound = -kInf;  // value bound from lane maxima (list not full yet)
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t base = t * kTile;
+      const int64_t len = (int64_t)V - base;
+      float x[32];
+      if (aligned && len >= kTile) load_full<T>(row + base, lane, x);
+      else load_guarded<T>(row + base, len, lane, x);
+
+      float lm = -kInf;
+#pragma unroll
+      for (int ii = 0; ii < 32; ++ii) lm = fmaxf(lm, x[ii]);
+      const float tm = warp_max(lm);
+      const bool full = scaled || tm == kInf;
+      const float lmv = full ? full_value(lm, invT) : lm;
+      const float tmv = full ? full_value(tm, invT) : tm;
+      if (tmv > M) {
+        if (M > -kInf) Sl *= exp((double)M - (double)tmv);
+        M = tmv;
+      }
+      if (tmv > -kInf) {
+        const float mM = M;
+        constexpr float kL2E = 1.4426950408889634f;
+        float s = 0.f;
+        if (full) {
+#pragma unroll
+          for (int ii = 0; ii < 32; ++ii) {
+            const float v = full_value(x[ii], invT);
+            s += ex2((v - mM) * kL2E);
+            if (COUNT && v > thr_lo) {
+              if (v > thr_hi) ++chi;
+              else {
+                int a = 0, b = k;
+                while (a < b) {
+                  const int m = (a + b) >> 1;
+                  if (wm.srt[m] < v) a = m + 1;
+                  else b = m;
+                }
+                atomicAdd(&wm.hist[a], 1);
+              }
+            }
+          }
+        } else {
+#pragma unroll
+          for (int ii = 0; ii < 32; ++ii) {
+            const float v = fmaxf(x[ii], -kInf);
+            s += ex2((v - mM) * kL2E);
+            if (COUNT && v > thr_lo) {
+              if (v > thr_hi) ++chi;
+              else {
+                int a = 0, b = k;
+                while (a < b) {
+                  const int m = (a + b) >> 1;
+                  if (wm.srt[m] < v) a = m + 1;
+                  else b = m;
+                }
+                atomicAdd(&wm.hist[a], 1);
+              }
+            }
+          }
+        }
+        Sl += (double)s;
+
+        // top-NTe candidates
+        float tv = thr ? fmaxf(key_value(thr), tv_bound) : tv_bound;
+        unsigned cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
+        if (cl) {
+          if (thr == 0 && NTe <= 32 && __popc(cl) >= NTe) {
+            // n-th largest lane maximum: at least NTe values of this tile reach it.
+            float s2 = lmv;
+#pragma unroll
+            for (int kk = 2; kk <= 32; kk <<= 1) {
+#pragma unroll
+              for (int jj = kk >> 1; jj > 0; jj >>= 1) {
+                const float o = __shfl_xor_sync(kFull, s2, jj);
+                const bool keep_max = ((lane & kk) == 0) == ((lane & jj) == 0);
+                s2 = keep_max ? fmaxf(s2, o) : fminf(s2, o);
+              }
+            }
+            const float nth = __shfl_sync(kFull, s2, NTe - 1);
+            tv_bound = fmaxf(tv_bound, nth);
+            tv = fmaxf(tv, tv_bound);
+            cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
+          }
+#pragma unroll
+          for (int ii = 0; ii < 32; ++ii)
+            wm.stage[ii * 33 + lane] = full ? full_value(x[ii], invT) : fmaxf(x[ii], -kInf);
+          __syncwarp();
+          while (cl) {
+            const int src = __ffs(cl) - 1;
+            cl &= cl - 1;
+            const float v = wm.stage[lane * 33 + src];
+            const int32_t idx = (int32_t)(base + tile_elem<T>(lane, src));
+            const uint64_t mykey = make_key(v, idx);
+            unsigned cb = __ballot_sync(kFull, v > -kInf && v >= tv);
+            while (cb) {
+              const int l2 = __ffs(cb) - 1;
+              cb &= cb - 1;
+              const uint64_t key = __shfl_sync(kFull, mykey, l2);
+              if (key > thr) {
+                list_insert(wm.lst, NTe, key, &thr, lane);
+                if (thr) tv = fmaxf(tv, key_value(thr));
+              }
+            }
+          }
+          __syncwarp();
+        }
+      }
+    }
+    double S = warp_sum(Sl);
+    if (COUNT) {
+      chi = warp_sum_int(chi);
+      __syncwarp();
+      if (lane == 0) {
+        wm.hist[k] += chi;
+        for (int c = k - 1; c >= 0; --c) wm.hist[c] += wm.hist[c + 1];
+      }
+      __syncwarp();
+      for (int e = lane; e <= n_ids; e += 32)
+        wm.ecnt[e] = wm.epos[e] >= 0 ? wm.hist[wm.epos[e] + 1] : 0;
+      __syncwarp();
+    }
+
+    // ---- partials and the per-row merge ----
+    if (Pn > 1) {
+      unsigned char* pp = P.partials + ((int64_t)q * Pn + p) * P.partial_bytes;
+      if (lane == 0) {
+        *reinterpret_cast<double*>(pp) = S;
+        *reinterpret_cast<float*>(pp + 8) = M;
+      }
+      uint64_t* pk = reinterpret_cast<uint64_t*>(pp + 16);
+      for (int jj = lane; jj < NTe; jj += 32) pk[jj] = wm.lst[jj];
+      int32_t* pc = reinterpret_cast<int32_t*>(pp + 16 + (int64_t)list_len(n) * 8);
+      if (COUNT)
+        for (int e = lane; e <= n_ids; e += 32) pc[e] = wm.ecnt[e];
+      __threadfence();
+      __syncwarp();
+      int old = 0;
+      if (lane == 0) old = atomicAdd(&P.counters[q], 1);
+      old = __shfl_sync(kFull, old, 0);
+      if (old != Pn - 1) continue;
+      __threadfence();
+      if (lane == 0) P.counters[q] = 0;
+      // (M, S): all partial headers in parallel, lane p2 holding partial p2.
+      float Mall = M;
+      for (int b0 = 0; b0 < Pn; b0 += 32) {
+        const int p2 = b0 + lane;
+        if (p2 < Pn && p2 != p) {
+          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+          Mall = fmaxf(Mall, __ldcg(reinterpret_cast<const float*>(op + 8)));
+        }
+      }
+      Mall = warp_max(Mall);
+      double Sacc = 0.0;
+      for (int b0 = 0; b0 < Pn; b0 += 32) {
+        const int p2 = b0 + lane;
+        if (p2 < Pn && p2 != p) {
+          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+          const float M2 = __ldcg(reinterpret_cast<const float*>(op + 8));
+          const double S2 = __ldcg(reinterpret_cast<const double*>(op));
+          if (M2 > -kInf) Sacc += S2 * exp((double)M2 - (double)Mall);
+        }
+      }
+      Sacc = warp_sum(Sacc);
+      if (M > -kInf) Sacc += S * exp((double)M - (double)Mall);
+      S = Sacc;
+      M = Mall;
+      if (COUNT) {
+        for (int e = lane; e <= n_ids; e += 32) {
+          int acc = wm.ecnt[e];
+#pragma unroll 4
+          for (int p2 = 0; p2 < Pn; ++p2) {
+            if (p2 == p) continue;
+            const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+            acc += __ldcg(reinterpret_cast<const int32_t*>(op + 16 + (int64_t)list_len(n) * 8) + e);
+          }
+          wm.ecnt[e] = acc;
+        }
+      }
+      // keys: sorted lists, merged by insertion above the running threshold; the next
+      // partial's first chunk is loaded before the current one is processed.
+      auto first_chunk = [&](int p2) -> uint64_t {
+        if (p2 >= Pn || lane >= NTe) return 0ull;
+        const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+        return __ldcg(reinterpret_cast<const uint64_t*>(op + 16) + lane);
+      };
+      int p2 = (p == 0) ? 1 : 0;
+      uint64_t next = first_chunk(p2);
+      while (p2 < Pn) {
+        int p3 = p2 + 1;
+        if (p3 == p) ++p3;
+        const uint64_t cur = next;
+        next = first_chunk(p3);
+        const uint64_t* ok = reinterpret_cast<const uint64_t*>(
+            P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes + 16);
+        for (int j0 = 0; j0 < NTe; j0 += 32) {
+          const uint64_t kk = j0 == 0 ? cur : ((j0 + lane < NTe) ? __ldcg(ok + j0 + lane) : 0ull);
+          unsigned b = __ballot_sync(kFull, kk > thr);
+          if (!b) break;
+          while (b) {
+            const int l2 = __ffs(b) - 1;
+            b &= b - 1;
+            const uint64_t key = __shfl_sync(kFull, kk, l2);
+            if (key > thr) list_insert(wm.lst, NTe, key, &thr, lane);
+          }
+        }
+        p2 = p3;
+      }
+      __syncwarp();
+    }
+
+    // ---- write the row ----
+    const double logS = log(S);
+    const double Md = (double)M;
+    const bool lm_mode = P.logits_mode != 0;
+    auto value_of = [&](float v) -> float {
+      if (v == -kInf) return -kInf;
+      return lm_mode ? v : (float)(((double)v - Md) - logS);
+    };
+    const int64_t obase = ((int64_t)slot * P.rows_per_slot + j) * E;
+    auto put = [&](int e, int32_t tok, float val, int32_t rank) {
+      if (P.out_tok) P.out_tok[obase + e] = tok;
+      if (P.out_val) P.out_val[obase + e] = val;
+      if (P.out_rank) P.out_rank[obase + e] = rank;
+    };
+    if (n_ids > 0 || P.committed) {
+      // given entries
+      for (int e = lane; e <= n_ids; e += 32) {
+        if (e == 0 && !P.committed) continue;
+        const int32_t tok = e == 0 ? P.committed[i] : P.token_ids[(int64_t)r * n + e - 1];
+        if (COUNT && wm.epos[e] >= 0) put(e, tok, value_of(wm.ev[e]), 1 + wm.ecnt[e]);
+        else put(e, tok, -kInf, 0);
+      }
+    }
+    if (!P.committed && lane == 0) {
+      const uint64_t k0 = wm.lst[0];
+      if (k0) put(0, key_index(k0), value_of(key_value(k0)), 1);
+      else put(0, 0, -kInf, 0);
+    }
+    if (topn) {
+      int carry = 0;
+      for (int j0 = 0; j0 < n; j0 += 32) {
+        const int jj = j0 + lane;
+        const uint64_t kk = jj < n ? wm.lst[jj] : 0ull;
+        const float v = key_value(kk);
+        const uint64_t kp = (jj > 0 && jj < n) ? wm.lst[jj - 1] : 0ull;
+        int start = (jj == 0 || kp == 0 || key_value(kp) != v) ? jj : 0;
+        start = max(start, carry);
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int u = __shfl_up_sync(kFull, start, o);
+          if (lane >= o) start = max(start, u);
+        }
+        carry = __shfl_sync(kFull, start, 31);
+        if (jj < n) {
+          if (kk) put(1 + jj, key_index(kk), value_of(v), 1 + start);
+          else put(1 + jj, 0, -kInf, 0);
+        }
+      }
+    } else if (n_ids > 0) {
+      for (int e = n_ids + 1 + lane; e <= n; e += 32) put(e, 0, -kInf, 0);
+    }
+    __syncwarp();
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace stash
+}  // namespace dds
+
+#endif  // DDS_KERNELS_STASH_CUH_
