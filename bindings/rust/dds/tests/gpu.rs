@@ -47,11 +47,21 @@ fn say(line: &str) {
 }
 
 /// Whether to run: a device is needed; with one, libdds must have been built with CUDA.
+/// With `DDS_REQUIRE_GPU=1` (set by gpu-test.sh on the device) a missing device is a failure.
 fn have_device(test: &str) -> bool {
     let mut n: c_int = 0;
     let e = unsafe { cuda::cudaGetDeviceCount(&mut n) };
     if e != 0 || n == 0 {
-        say(&format!("{}: skipped: no CUDA device", test));
+        let why = if e != 0 {
+            let s = unsafe { CStr::from_ptr(cuda::cudaGetErrorString(e)) };
+            format!("cudaGetDeviceCount: {} ({})", s.to_string_lossy(), e)
+        } else {
+            "0 devices".to_string()
+        };
+        if std::env::var("DDS_REQUIRE_GPU").map(|v| v == "1").unwrap_or(false) {
+            panic!("{}: DDS_REQUIRE_GPU=1 but no usable CUDA device: {}", test, why);
+        }
+        say(&format!("{}: skipped: no CUDA device ({})", test, why));
         return false;
     }
     assert!(
