@@ -196,9 +196,28 @@ inline int32_t pick_top_k(FuzzedDataProvider& in, int32_t V) {
     default: return in.ConsumeIntegral<int32_t>();
   }
 }
+// Once the input is used up, FuzzedDataProvider returns zeros; logits then come from a
+// generator seeded by the input (set_fallback_seed), so short inputs still give varied rows.
+inline uint64_t& fallback_state() {
+  static uint64_t s = 1;
+  return s;
+}
+inline void set_fallback_seed(const uint8_t* data, size_t size) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ull;
+  fallback_state() = h | 1;
+}
+inline uint8_t fallback_byte() {
+  uint64_t& x = fallback_state();
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return (uint8_t)(x >> 32);
+}
+
 // A logit: specials (NaN, +-inf, FLT_MAX, denormals, huge) or a small float from the input.
 inline float pick_logit(FuzzedDataProvider& in) {
-  const uint8_t c = in.ConsumeIntegral<uint8_t>();
+  const uint8_t c = in.remaining_bytes() ? in.ConsumeIntegral<uint8_t>() : fallback_byte();
   static const float t[] = {kNaN,     kInf,     -kInf, FLT_MAX, -FLT_MAX, 1e-40f, -1e-40f, 0.f,
                             -0.f,     1e30f,    -1e30f, 1e-45f, 88.f,     -88.f,  1e9f,    -1e9f,
                             3e38f,    -3e38f,   1e20f,  -1e20f};
@@ -220,6 +239,31 @@ inline void check_error_message(dds_status st, const char* other = nullptr) {
   FUZZ_CHECK(std::strcmp(dds_status_string(st), "DDS_UNKNOWN_STATUS") != 0,
              "undocumented status %d", (int)st);
 }
+
+// Outcome counters, printed at exit when DDS_FUZZ_STATS is set (to see that the fuzzer reaches
+// the interesting paths, not only the argument checks).
+struct Counters {
+  long n[8] = {0};
+  static const char* name(int i) {
+    static const char* const k[8] = {"ok_calls", "ok_rows", "guided_rows", "filtered_rows",
+                                     "greedy_rows", "empty_rows", "error_calls", "rule_breaks"};
+    return k[i];
+  }
+};
+inline Counters& counters() {
+  static Counters* c = [] {
+    Counters* p = new Counters;
+    if (std::getenv("DDS_FUZZ_STATS"))
+      std::atexit([] {
+        for (int i = 0; i < 8; ++i) std::fprintf(stderr, "%s=%ld ", Counters::name(i), counters().n[i]);
+        std::fprintf(stderr, "\n");
+      });
+    return p;
+  }();
+  return *c;
+}
+inline void count(int i) { ++counters().n[i]; }
+enum { C_OK, C_OK_ROWS, C_GUIDED, C_FILTERED, C_GREEDY, C_EMPTY, C_ERROR, C_RULE_BREAK };
 
 struct SamplerGuard {
   dds_sampler* s = nullptr;

@@ -66,6 +66,7 @@ struct Mutation {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
+  set_fallback_seed(data, size);
 
   // ---- sampler -----------------------------------------------------------------------------
   const uint8_t vsel = in.ConsumeIntegral<uint8_t>();
@@ -122,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
   }
   a.guidance_scale = in.ConsumeBool() ? 0.f : 1.5f;
-  a.temperature = in.ConsumeBool() ? 1.f : 0.f;
+  a.temperature = in.ConsumeBool() ? 0.f : 1.f;
   a.top_k = in.ConsumeBool() ? 0 : 2;
   a.top_p = in.ConsumeBool() ? 1.f : 0.8f;
   a.min_p = in.ConsumeBool() ? 0.f : 0.2f;
@@ -418,7 +419,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (mut.code != DDS_OK)
       FUZZ_CHECK(st == mut.code, "broken `%s`: got %s", mut.name, dds_status_string(st));
   }
+  if (oracle == MUST_FAIL) count(C_RULE_BREAK);
   if (st != DDS_OK) {
+    count(C_ERROR);
     check_error_message(st);
     FUZZ_CHECK(untouched(), "%s returned but an output was written", dds_status_string(st));
     if (oracle == MUST_OK) {
@@ -443,6 +446,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // ---- DDS_OK: the contract of every output ------------------------------------------------
+  count(C_OK);
   // The call was accepted, so the layout must be valid.
   FUZZ_CHECK(num_rows >= 1 && num_rows <= max_rows && num_req >= 1 && num_req <= max_req,
              "accepted num_rows %d num_requests %d", num_rows, num_req);
@@ -514,6 +518,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
       }
       const int32_t tok = want[0] ? o_tok.i32(i) : -1;
+      count(C_OK_ROWS);
+      if (guided) count(C_GUIDED);
+      if (n0 == 0) count(C_EMPTY);
+      else if (greedy) count(C_GREEDY);
+      else if ((k > 0 && k < n0) || p < 1.f || mp > 0.f) count(C_FILTERED);
       auto f_at = [&](const Buf& b) { return b.f32(i); };
       for (int b = 0; b < 6; ++b)
         if (want[b]) FUZZ_CHECK(!all_out[b]->is_poison32(i), "output %d of row %d not written", b, i);

@@ -52,6 +52,7 @@ int32_t pick_token(FuzzedDataProvider& in, int32_t V) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
+  set_fallback_seed(data, size);
 
   const uint8_t vsel = in.ConsumeIntegral<uint8_t>();
   const int32_t V = vsel < 248 ? 1 + vsel % 40 : 1020 + vsel % 12;
@@ -303,7 +304,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (mut_code != DDS_OK)
       FUZZ_CHECK(st == mut_code, "broken `%s`: got %s", mut_name, dds_status_string(st));
   }
+  if (oracle == MUST_FAIL) count(C_RULE_BREAK);
   if (st != DDS_OK) {
+    count(C_ERROR);
     check_error_message(st);
     FUZZ_CHECK(untouched(), "%s returned but an output was written", dds_status_string(st));
     if (oracle == MUST_OK) {
@@ -321,6 +324,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // ---- DDS_OK ----------------------------------------------------------------------------
+  count(C_OK);
   FUZZ_CHECK(num_rows <= max_rows && num_req >= 1 && num_req <= max_req && num_top >= 0 &&
                  num_top <= max_w && num_slots >= 1 && rows_per_slot >= 1 && !huge_out,
              "accepted a bad layout");
@@ -366,6 +370,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (int32_t j = 0; j < nval; ++j) {
       const int32_t i = ro[r] + j;
+      count(C_OK_ROWS);
+      if (n_ids > 0) count(C_FILTERED);  // rows with the request's own ids
       int32_t nf = 0, amax = -1;
       for (int32_t t = 0; t < V; ++t) {
         float c = load_elem(logits, dtype, (int64_t)i * rs + t);
