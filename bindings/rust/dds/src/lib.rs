@@ -10,7 +10,7 @@
 //! adds ownership, lifetimes and length checks on top of the raw bindings in [`sys`].
 //!
 //! # Quick start (CPU backend)
-//! ```no_run
+//! ```
 //! use dds::{Logits, SampleArgs, Sampler, SamplerConfig};
 //!
 //! # fn main() -> dds::Result<()> {
