@@ -364,3 +364,50 @@ def test_gil_released_threads(rng):
             np.testing.assert_array_equal(tok, want)
     s1.close()
     s2.close()
+
+
+def test_reference_philox_known_answers():
+    """The NumPy reference's Philox4x32-10 reproduces Random123's kat_vectors."""
+    cases = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+             ((0xFFFFFFFF,) * 4, (0xFFFFFFFF, 0xFFFFFFFF),
+              (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+             ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+              (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    for ctr, key, want in cases:
+        got = ref.philox4x32_10(*[np.array([c], np.uint64) for c in ctr], *key)
+        assert [int(g[0]) for g in got] == list(want)
+
+
+def test_empty_request_in_the_middle_and_negative_positions(rng):
+    V = 64
+    x = logits(rng, 5, V)
+    pos = np.array([-3, 7, 0, -1, 2**31 - 1], np.int32)
+    offs = [0, 2, 2, 5]
+    seeds = [3, 99, 5]
+    with dds.Sampler(vocab_size=V) as s:
+        r = s.sample(x, row_offsets=offs, positions=pos, seed=seeds, top_k=[5, 0, 10],
+                     outputs=("tokens", "request_status"))
+    expect = [ref.sample_row(x[i], seed=seeds[0 if i < 2 else 2], top_k=5 if i < 2 else 10,
+                             pos=int(np.uint32(np.int64(pos[i]) & 0xFFFFFFFF)))[0]
+              for i in range(5)]
+    np.testing.assert_array_equal(r.tokens, expect)
+    np.testing.assert_array_equal(r.request_status, 0)
+
+
+def test_plus_inf_is_flt_max_and_v1():
+    x = np.array([[0.0, np.inf, 1.0, np.nan], [np.inf, np.inf, 0.0, -np.inf]], np.float32)
+    with dds.Sampler(vocab_size=4) as s:
+        r = s.sample(x, seed=[1, 2], outputs=("tokens", "argmax", "confidence", "probs"))
+    assert r.tokens[0] == 1 and r.argmax[1] == 0  # tie between two FLT_MAX: lower id
+    assert r.tokens[1] in (0, 1) and r.probs[1, 3] == 0 and r.probs[0, 3] == 0
+    with dds.Sampler(vocab_size=1) as s:
+        r = s.sample(np.zeros((3, 1), np.float32), outputs=("tokens", "logprobs", "entropy"))
+    np.testing.assert_array_equal(r.tokens, 0)
+    np.testing.assert_array_equal(r.logprobs, 0)
+
+
+def test_top_k_boundary_ties_to_lower_id():
+    x = np.array([[1.0, 3.0, 2.0, 2.0, 2.0, 0.0]], np.float32)
+    with dds.Sampler(vocab_size=6) as s:
+        r = s.sample(x, top_k=3, outputs=("probs",))
+    assert np.nonzero(r.probs[0])[0].tolist() == [1, 2, 3]

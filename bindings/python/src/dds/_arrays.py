@@ -503,6 +503,7 @@ def vector(value: Any, name: str, ctx: CallContext, dtype: str, length: Optional
     if not arr_info.is_contiguous_1d():
         raise ValueError(f"{name}: must be contiguous (stride 1), got stride "
                          f"{arr_info.strides[0]}")
+    ctx.keep.append(arr_info.obj)  # alive until the call is queued
     return arr_info.ptr, arr_info
 
 
