@@ -1,6 +1,9 @@
 // Bad input: every case asserts the status, that dds_last_error() names the argument, and that
 // nothing was written (outputs poisoned before the call are unchanged).
+#include <atomic>
+#include <chrono>
 #include <functional>
+#include <thread>
 
 #include "test_util.h"
 
@@ -461,4 +464,65 @@ TEST_CASE("init functions, status strings, backend query, larger struct sizes") 
   big.a.tokens = &tok;
   CHECK(dds_sample(s, &big.a, nullptr) == DDS_OK);
   CHECK(tok == 3);
+}
+
+TEST_CASE("one sampler used by two threads at once: DDS_ERR_BUSY; errors are thread-local") {
+  const int32_t BV = 262144, BN = 48;
+  Sampler big(BV, BN, 1);
+  std::vector<float> lg((size_t)BV * BN, 0.f);
+  std::vector<int32_t> tok(BN);
+  std::atomic<bool> started{false}, done{false};
+  dds_status bg = DDS_ERR_INTERNAL;
+  std::thread t([&] {
+    dds_sample_args a = sample_args();
+    const int32_t offs[2] = {0, BN};
+    a.num_rows = BN;
+    a.num_requests = 1;
+    a.row_offsets = offs;
+    a.logits = lg.data();
+    a.tokens = tok.data();
+    started = true;
+    // ~0.2-1 s on the CPU backend; retried if the other thread's call holds the sampler.
+    while ((bg = dds_sample(big, &a, nullptr)) == DDS_ERR_BUSY) {
+    }
+    done = true;
+  });
+  while (!started) std::this_thread::yield();
+  int32_t x = kPoisonI;
+  dds_sample_args b = sample_args();
+  b.num_rows = 1;
+  b.logits = lg.data();
+  b.temperature = 0.f;
+  bool got_busy = false;
+  std::string msg;
+  while (!done && !got_busy) {
+    int32_t y = kPoisonI;
+    b.tokens = &y;
+    const dds_status st = dds_sample(big, &b, nullptr);
+    if (st == DDS_ERR_BUSY) {
+      got_busy = true;
+      msg = dds_last_error();
+      CHECK(y == kPoisonI);  // nothing written
+    } else {
+      CHECK(st == DDS_OK);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  t.join();
+  CHECK(bg == DDS_OK);
+  CHECK(got_busy);
+  CHECK(contains(msg.c_str(), "in use"));
+  b.tokens = &x;
+  // Afterwards the sampler is free again.
+  CHECK(dds_sample(big, &b, nullptr) == DDS_OK);
+  CHECK(x == 0);
+  // The message of a failure in another thread does not leak into this one.
+  CHECK(dds_sample(nullptr, &b, nullptr) == DDS_ERR_NULL_POINTER);
+  std::string other;
+  std::thread([&] {
+    other = dds_last_error();
+    dds_sample(big, nullptr, nullptr);
+  }).join();
+  CHECK(other == "");
+  CHECK(contains(dds_last_error(), "sampler"));
 }
