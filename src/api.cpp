@@ -258,8 +258,15 @@ dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream
         offs.resize((size_t)n + 1);
         for (int32_t r = 0; r <= n; ++r) offs[r] = r;
       }
+      // Only guided requests (g != 0) use their uncond rows: the sanitising backends flag
+      // DDS_REQ_BAD_UNCOND_ROWS only for those, so debug mode errors on exactly the same ones.
+      std::vector<float> gs;
+      if (a->guidance_scales &&
+          (st = fetch(be, a->guidance_scales, (size_t)n, &gs, stream)) != DDS_OK)
+        return st;
       for (int32_t r = 0; r < n; ++r) {
         if (uoffs[r] < 0) continue;
+        if ((a->guidance_scales ? gs[r] : a->guidance_scale) == 0.f) continue;
         const int64_t end = (int64_t)uoffs[r] + (offs[r + 1] - offs[r]);
         if (end > a->uncond_num_rows)
           return fail(DDS_ERR_INVALID_VALUE,

@@ -93,6 +93,17 @@ TEST_CASE("debug checks: bad per-request values are errors naming the request") 
     for (int32_t s : p.out.status) flags |= s;
     CHECK((flags & d.flag) != 0);
   }
+  // Bad uncond rows of a request that is not guided (g = 0) are neither flagged nor an error.
+  {
+    Call d, p;
+    d.uoffs[2] = 50;  // request 2 has g = 0
+    p.uoffs[2] = 50;
+    CHECK(dds_sample(dbg, &d.a, nullptr) == DDS_OK);
+    CHECK(dds_sample(plain, &p.a, nullptr) == DDS_OK);
+    CHECK(d.out.status == std::vector<int32_t>(R, 0));
+    CHECK(p.out.status == std::vector<int32_t>(R, 0));
+    CHECK(d.out.tokens == p.out.tokens);
+  }
   // Values that are documented as valid (T = 0, T subnormal, p <= 0, p > 1, min_p > 1, k >= V)
   // pass in debug mode.
   Call ok;
