@@ -3,14 +3,24 @@
 # gpu, example). GPU tests exit 77 without a device and are reported as skipped, not passed.
 # Installs missing build dependencies first (Debian, as root). See scripts/common.sh for the
 # environment variables (DDS_BUILD_DIR_NAME, DDS_WITH_CUDA, DDS_JOBS).
+#   scripts/test-c.sh [--build-only | --test-only]
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "$0")/common.sh"
 cd "${DDS_ROOT}"
 
+mode="${1:-all}"
+case "$mode" in
+  all | --build-only | --test-only) ;;
+  *) dds_die "usage: scripts/test-c.sh [--build-only | --test-only]" ;;
+esac
+
 dds_ensure_c_deps
-# shellcheck disable=SC2119
-dds_configure_build
+if [[ "$mode" != --test-only ]]; then
+  # shellcheck disable=SC2119
+  dds_configure_build
+fi
+[[ "$mode" != --build-only ]] || exit 0
 
 dds_log "ctest --test-dir ${DDS_BUILD} (all labels)"
 log="${DDS_BUILD}/ctest.log"
