@@ -1,5 +1,6 @@
 // dds_bench: times dds_sample against the one-read floor measured in the same run.
 // Usage: dds_bench [--quick] [--only sample|stash]
+// dds_sample and the floors are timed as CUDA-graph replays (no host launch overhead).
 // Table: scenario, dtype, V, rows, MB (bytes the floor reads), floor us, dds us, ratio, note.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -115,13 +116,53 @@ double time_us(const std::function<void(int)>& fn, int reps, int warm) {
   return t[t.size() / 2];
 }
 
+double time_graph_us(const std::function<void(int, cudaStream_t)>& fn, int slices, int reps, int warm) {
+  if (g_quick) reps = std::min(reps, 7), warm = 1;
+  cudaStream_t st;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const int n = std::max(1, std::min(slices, 64));
+  std::vector<cudaGraphExec_t> ex(n);
+  for (int i = 0; i < n; ++i) {
+    cudaGraph_t g;
+    BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    fn(i, st);
+    BENCH_CHECK(cudaStreamEndCapture(st, &g));
+    BENCH_CHECK(cudaGraphInstantiate(&ex[i], g, 0));
+    cudaGraphDestroy(g);
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int i = 0; i < warm; ++i) BENCH_CHECK(cudaGraphLaunch(ex[i % n], st));
+  BENCH_CHECK(cudaStreamSynchronize(st));
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(e0, st);
+    cudaGraphLaunch(ex[(warm + i) % n], st);
+    cudaEventRecord(e1, st);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.push_back(ms * 1000.f);
+  }
+  BENCH_CHECK(cudaGetLastError());
+  for (auto& x : ex) cudaGraphExecDestroy(x);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(st);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 double floor_read_us(const Pool& a, const Pool* b, size_t bytes) {
   if (!g_sink) BENCH_CHECK(cudaMalloc(&g_sink, 256));
   const size_t n16 = bytes / 16;
-  return time_us([&](int i) {
-    read_kernel<<<grid_for(n16), 256>>>((const uint4*)a.slice(i), b ? (const uint4*)b->slice(i) : nullptr,
-                                        n16, g_sink);
-  });
+  return time_graph_us(
+      [&](int i, cudaStream_t st) {
+        read_kernel<<<grid_for(n16), 256, 0, st>>>((const uint4*)a.slice(i),
+                                                   b ? (const uint4*)b->slice(i) : nullptr, n16, g_sink);
+      },
+      a.slices);
 }
 double floor_read_write_us(const Pool& a, size_t bytes, size_t write_bytes) {
   if (g_out_bytes < write_bytes) {
@@ -130,9 +171,11 @@ double floor_read_write_us(const Pool& a, size_t bytes, size_t write_bytes) {
     g_out_bytes = write_bytes;
   }
   const size_t n16 = bytes / 16, o16 = write_bytes / 16;
-  return time_us([&](int i) {
-    read_write_kernel<<<grid_for(n16), 256>>>((const uint4*)a.slice(i), n16, (uint4*)g_out_pool, o16);
-  });
+  return time_graph_us(
+      [&](int i, cudaStream_t st) {
+        read_write_kernel<<<grid_for(n16), 256, 0, st>>>((const uint4*)a.slice(i), n16, (uint4*)g_out_pool, o16);
+      },
+      a.slices);
 }
 
 void print_header() {
@@ -236,7 +279,7 @@ void run_sample_bench() {
             else if (fk == 1) floors[1] = floor_read_us(cond, &unc, bytes);
             else floors[2] = floor_read_write_us(cond, bytes, (size_t)rows * V * 2);
           }
-          auto call = [&](int i, void* probs_out, int probs_dt) {
+          auto call = [&](int i, void* probs_out, int probs_dt, cudaStream_t st) {
             dds_sample_args a;
             dds_sample_args_init(&a, sizeof a);
             a.num_rows = rows;
@@ -269,14 +312,14 @@ void run_sample_bench() {
               a.probs = probs_out;
               a.probs_dtype = probs_dt;
             }
-            BENCH_DDS(dds_sample(s, &a, nullptr));
+            BENCH_DDS(dds_sample(s, &a, st));
           };
           // One untimed call to gauge the cost; few reps for very slow paths.
           cudaEvent_t e0, e1;
           cudaEventCreate(&e0);
           cudaEventCreate(&e1);
           cudaEventRecord(e0);
-          call(0, sc.probs ? o.probs : nullptr, DDS_DTYPE_BF16);
+          call(0, sc.probs ? o.probs : nullptr, DDS_DTYPE_BF16, nullptr);
           cudaEventRecord(e1);
           BENCH_CHECK(cudaEventSynchronize(e1));
           float ms = 0;
@@ -284,15 +327,16 @@ void run_sample_bench() {
           cudaEventDestroy(e0);
           cudaEventDestroy(e1);
           const int reps = ms > 20.f ? 5 : 25;
-          const double us = time_us([&](int i) { call(i, sc.probs ? o.probs : nullptr, DDS_DTYPE_BF16); },
-                                    reps, ms > 20.f ? 1 : 3);
+          const double us = time_graph_us(
+              [&](int i, cudaStream_t st) { call(i, sc.probs ? o.probs : nullptr, DDS_DTYPE_BF16, st); },
+              cond.slices, reps, ms > 20.f ? 1 : 3);
           std::string note;
           if (sc.p < 1.f || sc.minp > 0.f || sc.k > 0) {
             // Mean kept count over the first rows: probs (f32) of one call, count nonzero.
             const int nr = std::min(rows, 8);
             float* pf = nullptr;
             BENCH_CHECK(cudaMalloc(&pf, (size_t)rows * V * 4));
-            call(1, pf, DDS_DTYPE_F32);
+            call(1, pf, DDS_DTYPE_F32, nullptr);
             std::vector<float> h((size_t)nr * V);
             BENCH_CHECK(cudaMemcpy(h.data(), pf, h.size() * 4, cudaMemcpyDeviceToHost));
             cudaFree(pf);

@@ -48,7 +48,12 @@ void refill(Pool& p, int dtype, float sigma, uint64_t seed);
 // Median time in microseconds of fn(i) over `reps` runs after `warm` warm-up runs (events).
 double time_us(const std::function<void(int)>& fn, int reps = 25, int warm = 3);
 
-// Floors: one read of `bytes` (each of `n` input pointers) / one read plus one write.
+// The same, but each distinct fn(i % slices, stream) is captured once into a CUDA graph and the
+// graphs are replayed: no host launch overhead in the numbers (what a graph-captured decoder sees).
+double time_graph_us(const std::function<void(int, cudaStream_t)>& fn, int slices, int reps = 25,
+                     int warm = 3);
+
+// Floors (graph replays): one read of `bytes` (each of `n` input pointers) / one read plus one write.
 double floor_read_us(const Pool& a, const Pool* b, size_t bytes);
 double floor_read_write_us(const Pool& a, size_t bytes, size_t write_bytes);
 

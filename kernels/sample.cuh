@@ -270,6 +270,38 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
   if (q.guided)
     urow = reinterpret_cast<const T*>(P.uncond) + (q.ufirst + (row - q.row_begin)) * P.uncond_stride;
   const bool vec = P.vec_ok != 0;
+  if (vec && (blk + 1) * kB <= P.V) {
+    // Whole block inside the row, 16-byte aligned: issue every load before any use.
+    uint4 cr[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+      cr[j] = *reinterpret_cast<const uint4*>(crow + blk * kB + j * 32 * VEC + lane * VEC);
+    if (q.guided) {
+      uint4 ur[NJ];
+#pragma unroll
+      for (int j = 0; j < NJ; ++j)
+        ur[j] = *reinterpret_cast<const uint4*>(urow + blk * kB + j * 32 * VEC + lane * VEC);
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        const T* ce = reinterpret_cast<const T*>(&cr[j]);
+        const T* ue = reinterpret_cast<const T*>(&ur[j]);
+        const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          lv[j * VEC + e] = make_l(Elt<DT>::cvt(ce[e]), Elt<DT>::cvt(ue[e]), true, q.g, c0 + e, P.banned);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        const T* ce = reinterpret_cast<const T*>(&cr[j]);
+        const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          lv[j * VEC + e] = make_l(Elt<DT>::cvt(ce[e]), 0.f, false, 0.f, c0 + e, P.banned);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
@@ -286,6 +318,31 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
     }
   }
 }
+
+// One column's l (scalar load), for re-reads of a few columns.
+template <int DT>
+__device__ __forceinline__ float load_l(const SampleParams& P, const Req& q, int row, int col) {
+  using T = typename Elt<DT>::T;
+  const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  const float c = Elt<DT>::cvt(crow[col]);
+  float u = 0.f;
+  if (q.guided)
+    u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + (row - q.row_begin)) * P.uncond_stride + col]);
+  return make_l(c, u, q.guided, q.g, col, P.banned);
+}
+
+// Float approximation of bits_to_gumbel (|error| < 5e-5 for every input), used to pre-select
+// the few tokens whose exact float64 score must be computed.
+__device__ __forceinline__ float approx_gumbel(uint64_t bits) {
+  const uint64_t k = (bits >> 11) | 1ull;
+  const float u = __ull2float_rn(k) * 0x1p-53f;
+  float E;
+  if (u < 1e-3f) E = u * (1.f + u * (0.5f + u * (0.33333334f + u * 0.25f)));
+  else E = -__logf(__ull2float_rn((1ull << 53) - k) * 0x1p-53f);
+  return -__logf(E);
+}
+// Margin that keeps every token whose exact score can reach the approximate maximum.
+__device__ __forceinline__ float approx_margin(float best) { return 2e-4f + 5e-7f * fabsf(best); }
 
 template <int DT>
 __device__ __forceinline__ int col_of(int blk, int lane, int i) {
@@ -460,15 +517,31 @@ __device__ void finish_row(const SampleParams& P, const Req& q, int row, int lan
   int token = amax;
   if (need_a) {
     warp_argmax(best, bbest);
-    float lv[32];
-    load_block_l<DT>(P, q, row, bbest, lane, lv);
-    double bv = 0;
-    int bt = INT_MAX;
+    // Token within the winning block: approximate Gumbels for all of its columns, exact float64
+    // scores for the candidates within the approximation margin of the best.
+    float sf[32];
+    float bf = neg_inf();
 #pragma unroll 4
     for (int e = 0; e < 32; ++e) {
-      if (lv[e] == neg_inf()) continue;
-      const int col = col_of<DT>(bbest, lane, e);
-      const double v = (double)xform(lv[e], q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      const int col = bbest * kB + e * 32 + lane;
+      float v = neg_inf();
+      if (col < P.V) {
+        const float l = load_l<DT>(P, q, row, col);
+        if (l != neg_inf())
+          v = xform(l, q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
+      }
+      sf[e] = v;
+      bf = fmaxf(bf, v);
+    }
+    bf = warp_max(bf);
+    const float thr = bf - approx_margin(bf);
+    double bv = 0;
+    int bt = INT_MAX;
+    for (int e = 0; e < 32; ++e) {
+      if (!(sf[e] >= thr)) continue;
+      const int col = bbest * kB + e * 32 + lane;
+      const double v = (double)xform(load_l<DT>(P, q, row, col), q.invT) +
+                       gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
       argmax_merge(bv, bt, v, col);
     }
     warp_argmax(bv, bt);
@@ -640,29 +713,70 @@ struct FilterSmem {
 };
 
 constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point top-p masses (e <= 1)
+constexpr int kUnroll = 2;                       // groups of VEC columns in flight per thread
 
-// Element source for the filter kernel: shared-memory row or recompute from global memory.
+// Element source for the filter kernel: the shared-memory row or the logits in global memory.
+// Thread `tid` visits groups of VEC consecutive columns at tid*VEC + n*blockDim*VEC.
 template <int DT>
 struct RowSrc {
   const typename Elt<DT>::T* crow;
   const typename Elt<DT>::T* urow;
   const float* srow;
-  bool guided;
+  bool guided, vec;
   float g;
-  int banned;
+  int banned, V;
   __device__ __forceinline__ float l(int t) const {
     if (srow) return srow[t];
     const float c = Elt<DT>::cvt(crow[t]);
     const float u = guided ? Elt<DT>::cvt(urow[t]) : 0.f;
     return make_l(c, u, guided, g, t, banned);
   }
+  __device__ __forceinline__ void group(int base, float (&out)[Elt<DT>::VEC]) const {
+    constexpr int VEC = Elt<DT>::VEC;
+    if (srow) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = (base + e < V) ? srow[base + e] : neg_inf();
+      return;
+    }
+    float c[VEC];
+    load_vec<DT>(crow, base, V, vec, c);
+    if (guided) {
+      float u[VEC];
+      load_vec<DT>(urow, base, V, vec, u);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = make_l(c[e], u[e], true, g, base + e, banned);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = make_l(c[e], 0.f, false, 0.f, base + e, banned);
+    }
+  }
+  // f(t, l) for every column t < V of the row (any order).
+  template <typename F>
+  __device__ __forceinline__ void for_each(F f) const {
+    constexpr int VEC = Elt<DT>::VEC;
+    const int step = blockDim.x * VEC;
+    for (int b0 = threadIdx.x * VEC; b0 < V; b0 += step * kUnroll) {
+      float lv[kUnroll][VEC];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) group(b0 + k * step, lv[k]);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const int t = b0 + k * step + e;
+          if (t < V) f(t, lv[k][e]);
+        }
+    }
+  }
 };
 
-// CTA-wide radix select: among the elements for which f(t, &key, &mass) returns true, finds the
-// key K at which the count (mode 0: reaching `need`) or the fixed-point mass (mode 1: reaching
-// `target`) accumulated from the largest key down first reaches the goal. Results in sm.
-template <typename F>
-__device__ void radix_select(FilterSmem& sm, int V, int mode, long long need, double target, F f) {
+// CTA-wide radix select: among the columns for which f(t, l, &key, &mass) returns true, finds
+// the key K at which the count (mode 0: reaching `need`) or the fixed-point mass (mode 1:
+// reaching `target`) accumulated from the largest key down first reaches the goal. Results in sm:
+// sel_key = K, sel_above_cnt / sel_above_mass = strictly above K, sel_eq_cnt = count at K.
+template <int DT, typename F>
+__device__ void radix_select(FilterSmem& sm, const RowSrc<DT>& src, int mode, long long need,
+                             double target, F f) {
   const int tid = threadIdx.x;
   uint32_t prefix = 0, pmask = 0;
   long long above_cnt = 0;
@@ -677,18 +791,18 @@ __device__ void radix_select(FilterSmem& sm, int V, int mode, long long need, do
       sm.mass[i] = 0;
     }
     __syncthreads();
-    for (int t = tid; t < V; t += blockDim.x) {
+    src.for_each([&](int t, float l) {
       uint32_t key;
       unsigned long long m;
-      if (!f(t, key, m)) continue;
-      if ((key & pmask) != prefix) continue;
+      if (!f(t, l, key, m)) return;
+      if ((key & pmask) != prefix) return;
       const uint32_t bin = (key >> sh) & wmask;
       atomicAdd(&sm.cnt[bin], 1u);
       if (mode == 1) atomicAdd(&sm.mass[bin], m);
-    }
+    });
     __syncthreads();
     if (tid < 32) {
-      // Lane L scans bins [top - 64(L+1) + 1, top - 64L] (descending) where top = wmask.
+      // Lane L scans its `per` bins in descending order, starting at top - L*per.
       const int nbins = (int)wmask + 1;
       const int per = nbins / 32;
       const int hi = nbins - 1 - tid * per;
@@ -700,7 +814,6 @@ __device__ void radix_select(FilterSmem& sm, int V, int mode, long long need, do
         lm += sm.mass[b];
         if (sm.cnt[b]) last_nonempty = b;
       }
-      // exclusive prefix over lanes (descending bins)
       long long pc = lc;
       unsigned long long pm = lm;
 #pragma unroll
@@ -718,18 +831,17 @@ __device__ void radix_select(FilterSmem& sm, int V, int mode, long long need, do
       if (mode == 0) hit = (above_cnt + ec < need) && (above_cnt + pc >= need);
       else hit = ((double)(above_mass + em) < target) && ((double)(above_mass + pm) >= target);
       const unsigned hitmask = __ballot_sync(0xffffffffu, hit && lc > 0);
-      int src;
+      int srcl;
       if (hitmask) {
-        src = __ffs(hitmask) - 1;
-      } else {
-        // not reached (rounding): take the lowest non-empty bin
+        srcl = __ffs(hitmask) - 1;
+      } else {  // not reached (rounding): the lowest non-empty bin
         const unsigned ne = __ballot_sync(0xffffffffu, last_nonempty >= 0);
-        src = 31 - __clz(ne);
+        srcl = ne ? 31 - __clz(ne) : 0;
       }
-      if (tid == src) {
+      if (tid == srcl) {
         long long c = above_cnt + ec;
         unsigned long long m = above_mass + em;
-        int chosen = last_nonempty;
+        int chosen = last_nonempty < 0 ? hi : last_nonempty;
         for (int b = hi; b > hi - per; --b) {
           if (sm.cnt[b] == 0) continue;
           const bool reach = (mode == 0) ? (c + sm.cnt[b] >= need)
@@ -759,6 +871,42 @@ __device__ void radix_select(FilterSmem& sm, int V, int mode, long long need, do
   __syncthreads();
 }
 
+// CTA argmax of (double value desc, id asc); result id returned to every thread.
+__device__ __forceinline__ int cta_argmax(FilterSmem& sm, double v, int id) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_argmax(v, id);
+  if (lane == 0) {
+    sm.redd[warp] = v;
+    sm.redi[warp] = id;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    double w = lane < (int)(blockDim.x >> 5) ? sm.redd[lane] : 0.0;
+    int i = lane < (int)(blockDim.x >> 5) ? sm.redi[lane] : INT_MAX;
+    warp_argmax(w, i);
+    if (lane == 0) sm.redi[0] = i;
+  }
+  __syncthreads();
+  const int r = sm.redi[0];
+  __syncthreads();
+  return r;
+}
+__device__ __forceinline__ float cta_max(FilterSmem& sm, float v) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) sm.redf[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < (int)(blockDim.x >> 5) ? sm.redf[lane] : neg_inf();
+    w = warp_max(w);
+    if (lane == 0) sm.redf2[0] = w;
+  }
+  __syncthreads();
+  const float r = sm.redf2[0];
+  __syncthreads();
+  return r;
+}
+
 template <int DT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -768,6 +916,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   const int r = find_request(P, row);
   const Req q = load_req(P, r);
   if (!is_filtered(q, P.V)) return;
+  constexpr int VEC = Elt<DT>::VEC;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int V = P.V;
   const int i = row - q.row_begin;
@@ -777,20 +926,21 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   src.urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + i) * P.uncond_stride : nullptr;
   src.srow = nullptr;
   src.guided = q.guided;
+  src.vec = P.vec_ok != 0;
   src.g = q.g;
   src.banned = P.banned;
+  src.V = V;
 
   // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row.
   Top2 t{neg_inf(), INT_MAX, neg_inf()};
   int n0 = 0;
-  for (int c = tid; c < V; c += blockDim.x) {
-    const float v = src.l(c);
+  src.for_each([&](int c, float v) {
     if (srow) srow[c] = v;
-    if (v == neg_inf()) continue;
+    if (v == neg_inf()) return;
     ++n0;
     Top2 o{v, c, neg_inf()};
     t = top2_merge(t, o);
-  }
+  });
   t = warp_top2(t);
   n0 = warp_sumi(n0);
   if (lane == 0) {
@@ -826,13 +976,12 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   const float m = xform(Ml, invT);
   const double md = (double)m;
 
-  // Prefix (kthr, cid): keep key > kthr || (key == kthr && t <= cid). Initially all finite.
+  // Kept prefix (kthr, cid): key > kthr || (key == kthr && t <= cid). Initially every column.
   uint32_t kthr = 0;
   int cid = INT_MAX;
-  // Tie cut: the r-th smallest id among key == K (and in the current prefix).
+  // The rr-th smallest id among the columns at key K inside the current prefix.
   auto tie_cut = [&](uint32_t K, int rr) -> int {
-    radix_select(sm, V, 0, rr, 0.0, [&](int c, uint32_t& key, unsigned long long& ms) {
-      const float l = src.l(c);
+    radix_select<DT>(sm, src, 0, rr, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
       if (l == neg_inf()) return false;
       const uint32_t kk = fkey(xform(l, invT));
       if (kk != K) return false;
@@ -844,8 +993,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     return (int)~sm.sel_key;
   };
   if (q.k > 0 && q.k < n0) {
-    radix_select(sm, V, 0, q.k, 0.0, [&](int c, uint32_t& key, unsigned long long& ms) {
-      const float l = src.l(c);
+    radix_select<DT>(sm, src, 0, q.k, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
       if (l == neg_inf()) return false;
       key = fkey(xform(l, invT));
       ms = 0;
@@ -867,16 +1015,15 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
       kthr = K;
       cid = c2;
     } else {
-      // Z1 over the current prefix, fixed point.
+      // Z1 over the current prefix, in fixed point.
       unsigned long long z = 0;
-      for (int c = tid; c < V; c += blockDim.x) {
-        const float l = src.l(c);
-        if (l == neg_inf()) continue;
+      src.for_each([&](int c, float l) {
+        if (l == neg_inf()) return;
         const float a = xform(l, invT);
         const uint32_t kk = fkey(a);
-        if (kk < kthr || (kk == kthr && c > cid)) continue;
+        if (kk < kthr || (kk == kthr && c > cid)) return;
         z += __double2ull_rn(exp((double)a - md) * kMassScale);
-      }
+      });
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
       if (lane == 0) sm.mass[warp] = z;
@@ -890,8 +1037,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
       __syncthreads();
       const double target = (double)q.p * (double)sm.sel_above_mass;
       __syncthreads();
-      radix_select(sm, V, 1, 0, target, [&](int c, uint32_t& key, unsigned long long& ms) {
-        const float l = src.l(c);
+      radix_select<DT>(sm, src, 1, 0, target, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
         if (l == neg_inf()) return false;
         const float a = xform(l, invT);
         const uint32_t kk = fkey(a);
@@ -904,16 +1050,14 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
       const unsigned long long A = sm.sel_above_mass;
       const int eq = sm.sel_eq_cnt;
       __syncthreads();
-      // value of key K: invert fkey
-      const uint32_t ub = (K & 0x80000000u) ? (K & 0x7fffffffu) : ~K;
+      const uint32_t ub = (K & 0x80000000u) ? (K & 0x7fffffffu) : ~K;  // fkey^-1
       const double e = (double)__double2ull_rn(exp((double)__uint_as_float(ub) - md) * kMassScale);
       long long nk;
-      if ((double)A >= target) nk = 1;  // only when K is the first key (target tiny)
+      if ((double)A >= target) nk = 1;
       else nk = (long long)ceil((target - (double)A) / e);
       if (nk < 1) nk = 1;
       if (nk < eq) {
-        const int c2 = tie_cut(K, (int)nk);
-        cid = c2;
+        cid = tie_cut(K, (int)nk);
       } else if (K != kthr) {
         cid = INT_MAX;
       }
@@ -945,55 +1089,75 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     return (kk > kthr || (kk == kthr && c <= cid)) && a >= amin;
   };
 
-  // Final pass: per-block kept sums (warp per block), processed and guided statistics.
+  // Final pass: kept sums per warp-chunk of 32*VEC columns (deterministic: stored per slot in
+  // the row's block records, 8 floats per 1024-block), processed and guided statistics.
   const int nb = P.nblocks;
-  BlockRec* recs = P.recs + (long long)row * nb;
+  float* part = reinterpret_cast<float*>(P.recs + (long long)row * nb);  // [nb][8]
+  constexpr int kChunk = 32 * VEC;
+  constexpr int kSlots = kB / kChunk;  // 8 (f32) or 4 (16-bit)
+  const int nchunks = (V + kChunk - 1) / kChunk;
   double Z = 0, E = 0, Zl = 0, El = 0;
   int nk = 0;
-  for (int b = warp; b < nb; b += 32) {
-    float s = 0.f, en = 0.f, sl = 0.f, el = 0.f;
-    for (int j = 0; j < 32; ++j) {
-      const int c = b * kB + j * 32 + lane;
-      if (c >= V) break;
-      const float l = src.l(c);
-      if (l == neg_inf()) continue;
-      const float a = xform(l, invT);
-      if (in_k(c, a)) {
-        const float d = fmaxf(a - m, -1000.f);
-        const float x = fexp(d);
-        s += x;
-        en = fmaf(x, d, en);
-        ++nk;
-      }
-      if (P.stats_guided) {
-        const float d = fmaxf(l - Ml, -1000.f);
-        const float x = fexp(d);
-        sl += x;
-        el = fmaf(x, d, el);
+  {
+    const int step = blockDim.x * VEC;
+    const int Vr = nchunks * kChunk;
+    for (int b0 = tid * VEC; b0 < Vr; b0 += step * kUnroll) {
+      float lv[kUnroll][VEC];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) src.group(b0 + k * step, lv[k]);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int base = b0 + k * step;  // warp-uniform chunk: base - lane*VEC
+        if (base - lane * VEC >= Vr) break;
+        float s = 0.f, en = 0.f, sl = 0.f, el = 0.f;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float l = lv[k][e];
+          if (l == neg_inf()) continue;
+          const float a = xform(l, invT);
+          if (in_k(base + e, a)) {
+            const float d = fmaxf(a - m, -1000.f);
+            const float x = fexp(d);
+            s += x;
+            en = fmaf(x, d, en);
+            ++nk;
+          }
+          if (P.stats_guided) {
+            const float d = fmaxf(l - Ml, -1000.f);
+            const float x = fexp(d);
+            sl += x;
+            el = fmaf(x, d, el);
+          }
+        }
+        E += en;
+        Zl += sl;
+        El += el;
+        s = warp_sum(s);
+        Z += (lane == 0) ? (double)s : 0.0;
+        if (lane == 0) {
+          const int chunk = (base - lane * VEC) / kChunk;
+          part[(chunk / kSlots) * 8 + (chunk % kSlots)] = s;
+        }
       }
     }
-    s = warp_sum(s);
-    en = warp_sum(en);
-    sl = warp_sum(sl);
-    el = warp_sum(el);
-    if (lane == 0) recs[b].sa = s;
-    Z += s;
-    E += en;
-    Zl += sl;
-    El += el;
   }
   nk = warp_sumi(nk);
+  Z = warp_sumd(Z);
+  E = warp_sumd(E);
+  Zl = warp_sumd(Zl);
+  El = warp_sumd(El);
   if (lane == 0) {
     sm.redd[warp] = Z;
-    sm.mass[warp] = __double_as_longlong(E);
-    sm.mass[32 + warp] = __double_as_longlong(Zl);
-    sm.mass[64 + warp] = __double_as_longlong(El);
+    sm.mass[warp] = (unsigned long long)__double_as_longlong(E);
+    sm.mass[32 + warp] = (unsigned long long)__double_as_longlong(Zl);
+    sm.mass[64 + warp] = (unsigned long long)__double_as_longlong(El);
     sm.cnt[warp] = (uint32_t)nk;
   }
   __syncthreads();
   if (warp == 0) {
-    double z = sm.redd[lane], e = __longlong_as_double(sm.mass[lane]);
-    double zl = __longlong_as_double(sm.mass[32 + lane]), elv = __longlong_as_double(sm.mass[64 + lane]);
+    double z = sm.redd[lane], e = __longlong_as_double((long long)sm.mass[lane]);
+    double zl = __longlong_as_double((long long)sm.mass[32 + lane]);
+    double elv = __longlong_as_double((long long)sm.mass[64 + lane]);
     int n = (int)sm.cnt[lane];
     z = warp_sumd(z);
     e = warp_sumd(e);
@@ -1016,93 +1180,77 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   const int nkept = sm.sel_eq_cnt;
   __syncthreads();
 
-  // Winning block.
+  // Winning block: its kept sum from the chunk partials (fixed order), float64 scores.
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
   double best = 0;
   int bbest = INT_MAX;
   for (int b = tid; b < nb; b += blockDim.x) {
-    const float s = recs[b].sa;
+    float s = 0.f;
+    for (int sl = 0; sl < kSlots; ++sl)
+      if (b * kSlots + sl < nchunks) s += part[b * 8 + sl];
     if (!(s > 0.f)) continue;
     const double score = (md + log((double)s)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
     argmax_merge(best, bbest, score, b);
   }
-  warp_argmax(best, bbest);
-  if (lane == 0) {
-    sm.redd[warp] = best;
-    sm.redi[warp] = bbest;
+  const int wb = cta_argmax(sm, best, bbest);
+  // Token within the block: approximate Gumbels, exact float64 for the candidates.
+  const int c = wb * kB + tid;
+  float a = neg_inf();
+  uint64_t bits = 0;
+  float sf = neg_inf();
+  if (wb != INT_MAX && c < V && tid < kB) {
+    const float l = src.l(c);
+    if (l != neg_inf()) {
+      a = xform(l, invT);
+      if (in_k(c, a)) {
+        bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+        sf = a + approx_gumbel(bits);
+      }
+    }
   }
-  __syncthreads();
-  if (warp == 0) {
-    double v = sm.redd[lane];
-    int id = sm.redi[lane];
-    warp_argmax(v, id);
-    if (lane == 0) sm.redi[0] = id;
-  }
-  __syncthreads();
-  const int wb = sm.redi[0];
-  __syncthreads();
-  // Token within the block.
+  const float bf = cta_max(sm, sf);
   best = 0;
   bbest = INT_MAX;
-  {
-    const int c = wb * kB + tid;
-    if (wb != INT_MAX && c < V && tid < kB) {
-      const float l = src.l(c);
-      if (l != neg_inf()) {
-        const float a = xform(l, invT);
-        if (in_k(c, a)) {
-          const double v = (double)a + gumbel(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
-          argmax_merge(best, bbest, v, c);
-        }
-      }
-    }
+  if (sf != neg_inf() && sf >= bf - approx_margin(bf)) {
+    best = (double)a + bits_to_gumbel(bits);
+    bbest = c;
   }
-  warp_argmax(best, bbest);
-  if (lane == 0) {
-    sm.redd[warp] = best;
-    sm.redi[warp] = bbest;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    double v = sm.redd[lane];
-    int id = sm.redi[lane];
-    warp_argmax(v, id);
-    if (lane == 0) {
-      const int token = (id == INT_MAX) ? amax : id;
-      double logprob, conf, margin, ent;
-      RowInfo ri;
-      ri.empty = 0;
-      ri.token = token;
-      ri.invT = invT;
-      ri.kthr = kthr;
-      ri.cid = cid;
-      ri.amin = amin;
-      const float lt = src.l(token);
-      if (P.stats_guided) {
-        const double logZ = (double)Ml + log(Zl);
-        logprob = (double)lt - logZ;
-        conf = exp((double)Ml - logZ);
-        const double p2 = (second_l == neg_inf()) ? 0.0 : exp((double)second_l - logZ);
-        margin = conf - p2;
-        ent = log(Zl) - El / Zl;
-        ri.mode = 0;
-        ri.use_a = 0;
-        ri.logZ = logZ;
-      } else {
-        const double logZ = md + log(Z);
-        logprob = (double)xform(lt, invT) - logZ;
-        conf = exp(md - logZ);
-        const double p2 = (nkept < 2) ? 0.0 : exp((double)xform(second_l, invT) - logZ);
-        margin = conf - p2;
-        ent = log(Z) - E / Z;
-        ri.mode = 2;
-        ri.use_a = 1;
-        ri.logZ = logZ;
-      }
-      if (ent < 0) ent = 0;
-      write_outputs(P, row, token, amax, logprob, conf, margin, ent);
-      P.rowinfo[row] = ri;
+  const int token_sel = cta_argmax(sm, best, bbest);
+  if (tid == 0) {
+    const int token = (token_sel == INT_MAX) ? amax : token_sel;
+    double logprob, conf, margin, ent;
+    RowInfo ri;
+    ri.empty = 0;
+    ri.token = token;
+    ri.invT = invT;
+    ri.kthr = kthr;
+    ri.cid = cid;
+    ri.amin = amin;
+    const float lt = src.l(token);
+    if (P.stats_guided) {
+      const double logZ = (double)Ml + log(Zl);
+      logprob = (double)lt - logZ;
+      conf = exp((double)Ml - logZ);
+      const double p2 = (second_l == neg_inf()) ? 0.0 : exp((double)second_l - logZ);
+      margin = conf - p2;
+      ent = log(Zl) - El / Zl;
+      ri.mode = 0;
+      ri.use_a = 0;
+      ri.logZ = logZ;
+    } else {
+      const double logZ = md + log(Z);
+      logprob = (double)xform(lt, invT) - logZ;
+      conf = exp(md - logZ);
+      const double p2 = (nkept < 2) ? 0.0 : exp((double)xform(second_l, invT) - logZ);
+      margin = conf - p2;
+      ent = log(Z) - E / Z;
+      ri.mode = 2;
+      ri.use_a = 1;
+      ri.logZ = logZ;
     }
+    if (ent < 0) ent = 0;
+    write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+    P.rowinfo[row] = ri;
   }
 }
 

@@ -445,7 +445,7 @@ TEST_CASE("statistics: chi-square on the GPU (1e5 draws, V = 2100, plain and fil
     long long outside = 0;
     const double stat = tu::chi_square(counts, pr, tot, &df, &outside);
     const double crit = tu::chi2_critical_1e6(df);
-    MESSAGE(cf.name << ": n = " << tot << ", chi2 = " << stat << " (df " << df << ", crit " << crit
+    MESSAGE(std::string(cf.name) << ": n = " << tot << ", chi2 = " << stat << " (df " << df << ", crit " << crit
                     << "), outside the kept set: " << outside);
     CHECK(outside == 0);
     CHECK(stat < crit);
