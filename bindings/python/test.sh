@@ -6,7 +6,8 @@
 # 2. `pip install ./bindings/python pytest numpy`: scikit-build-core builds libdds and the SWIG
 #    extension (CPU backend only by default, for speed: DDS_PY_WITH_CUDA=AUTO|ON to change);
 # 3. pytest on the CPU backend (-m "not gpu"), then the gpu-marked tests, which skip with their
-#    reason here (no CUDA device / no torch / no CuPy) - listed so the summary shows them.
+#    reason here (no CUDA device / no torch / no CuPy) - listed so the summary shows them;
+# 4. the decode-loop demo (examples/python/demo.py) on the CPU backend.
 # Needs python3 with venv + headers, a C/C++ compiler, cmake and SWIG (scripts/common.sh installs
 # them on Debian). Exit status: nonzero if the install or any CPU test fails.
 set -euo pipefail
@@ -70,6 +71,11 @@ gpu_rc=0
 "$vpy" -m pytest -p no:cacheprovider -m gpu -q -rs tests || gpu_rc=$?
 if ((gpu_rc != 0 && gpu_rc != 5)); then
   echo "bindings/python/test.sh: gpu-marked tests failed (exit $gpu_rc)" >&2
+  rc=1
+fi
+log "examples/python/demo.py --backend cpu"
+if ! (cd "$root" && "$vpy" examples/python/demo.py --backend cpu --steps 6); then
+  echo "bindings/python/test.sh: the demo failed" >&2
   rc=1
 fi
 exit "$rc"

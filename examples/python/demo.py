@@ -45,8 +45,8 @@ SHOW = CHARS + ["_"]
 
 
 def bigram_tables():
-    """log P(b | a) and log P(a | b) - log P(a) style tables, add-0.1 smoothed, [V, V] f32."""
-    counts = np.full((V, V), 0.1)
+    """log P(b | a) and log P(a | b) - log P(a) style tables, add-0.01 smoothed, [V, V] f32."""
+    counts = np.full((V, V), 0.01)
     ids = [IDX[c] for c in TEXT if c in IDX]
     for a, b in zip(ids[:-1], ids[1:]):
         counts[a, b] += 1
@@ -132,7 +132,7 @@ def main():
     canvas = np.full((2, L), MASK, np.int64)
     for r, p in enumerate(prompts):
         canvas[r, :len(p)] = [IDX[c] for c in p]
-    temps = [0.8, 1.0]
+    temps = [0.6, 0.8]
     top_ps = [0.9, 0.95]
     guidance = [0.0, 1.5]
     seeds = np.array([args.seed, args.seed + 1], np.uint64)
