@@ -127,9 +127,11 @@ static int dds_py_as_ptr(PyObject* o, void** out) {
 %typemap(in, numinputs=0) dds_sampler** out (dds_sampler* tmp_ = NULL) {
   $1 = &tmp_;
 }
+/* The status typemap left $result = None: replace it by the one output (no AppendOutput, whose
+ * signature and None handling changed in SWIG 4.3). */
 %typemap(argout) dds_sampler** out {
-  $result = SWIG_Python_AppendOutput($result,
-                                     SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $descriptor(dds_sampler*), 0));
+  Py_XDECREF($result);
+  $result = SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $descriptor(dds_sampler*), 0);
 }
 
 /* dds_sampler_backend(sampler) -> int. */
@@ -137,7 +139,8 @@ static int dds_py_as_ptr(PyObject* o, void** out) {
   $1 = &tmp_;
 }
 %typemap(argout) int32_t* out {
-  $result = SWIG_Python_AppendOutput($result, PyLong_FromLong((long)*$1));
+  Py_XDECREF($result);
+  $result = PyLong_FromLong((long)*$1);
 }
 
 /* The *_init functions take sizeof(struct) through the constructors below. */
