@@ -86,3 +86,27 @@ def test_stream_argument_forms():
     assert A.resolve_stream(None, "cuda", 0) == (0, False)
     with pytest.raises(TypeError, match="stream"):
         A.resolve_stream("fast", "torch", 0)
+
+
+class OnlyDLPack:
+    """An array known to dds only through the DLPack protocol."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_host_array_on_cpu_backend():
+    import dds
+
+    x = np.random.default_rng(1).standard_normal((3, 10)).astype(np.float32)
+    with dds.Sampler(vocab_size=10) as s:
+        a = s.sample(OnlyDLPack(x), seed=[1, 2, 3], outputs=("tokens", "entropy"))
+        b = s.sample(x, seed=[1, 2, 3], outputs=("tokens", "entropy"))
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    np.testing.assert_array_equal(a.entropy, b.entropy)
