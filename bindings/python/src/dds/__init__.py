@@ -10,7 +10,8 @@ The raw SWIG module is dds._dds (every C function, pointers as integers).
 
 from . import _dds
 from ._dds import ArgumentError, Error
-from ._sampler import SampleResult, Sampler, StashResult, has_cuda
+from ._sampler import (RevealResult, SampleResult, Sampler, StashResult, VerifyResult,
+                       has_cuda)
 
 __version__: str = _dds.dds_version_string()
 """Version of the loaded libdds (dds_version_string())."""
@@ -26,10 +27,15 @@ REQ_BAD_MIN_P: int = _dds.DDS_REQ_BAD_MIN_P
 REQ_BAD_UNCOND_ROWS: int = _dds.DDS_REQ_BAD_UNCOND_ROWS
 REQ_EMPTY_ROW: int = _dds.DDS_REQ_EMPTY_ROW
 REQ_BAD_SLOT: int = _dds.DDS_REQ_BAD_SLOT
+REQ_BAD_POLICY: int = getattr(_dds, "DDS_REQ_BAD_POLICY", 256)
+REQ_BAD_POSITION: int = getattr(_dds, "DDS_REQ_BAD_POSITION", 512)
+REQ_TOO_MANY_ROWS: int = getattr(_dds, "DDS_REQ_TOO_MANY_ROWS", 1024)
 
 __all__ = [
-    "ArgumentError", "Error", "SampleResult", "Sampler", "StashResult", "has_cuda",
+    "ArgumentError", "Error", "RevealResult", "SampleResult", "Sampler", "StashResult",
+    "VerifyResult", "has_cuda",
     "__version__", "version_number",
     "REQ_BAD_TEMPERATURE", "REQ_BAD_GUIDANCE", "REQ_BAD_TOP_K", "REQ_BAD_TOP_P", "REQ_BAD_MIN_P",
-    "REQ_BAD_UNCOND_ROWS", "REQ_EMPTY_ROW", "REQ_BAD_SLOT",
+    "REQ_BAD_UNCOND_ROWS", "REQ_EMPTY_ROW", "REQ_BAD_SLOT", "REQ_BAD_POLICY", "REQ_BAD_POSITION",
+    "REQ_TOO_MANY_ROWS",
 ]
