@@ -532,7 +532,7 @@ KRule k_rule(const Ctx& c, int32_t row, const Params& q, const Global& g, bool f
     for (int32_t r : c.rank_order) {
       const StatsHead& h = c.stats(r, row);
       const Cand* cs = c.cands(r, row);
-      L.insert(L.end(), cs, cs + h.n_cand);
+      L.insert(L.end(), cs, cs + std::max(0, std::min(h.n_cand, c.plan.C)));  // clamp: untrusted buffer
     }
     std::sort(L.begin(), L.end(),
               [](const Cand& x, const Cand& y) { return before(x.a, x.id, y.a, y.id); });
