@@ -591,7 +591,7 @@ class Sampler:
             else:
                 continue
             res[key] = arr
-            setattr(a, "out_" + key, info.ptr)
+            setattr(a, "out_" + key, info.ptr)  # type: ignore[union-attr]
         if out_request_status is not None or "request_status" in wanted:
             arr = out_request_status
             if arr is not None:
@@ -714,9 +714,10 @@ class Sampler:
                 raise ValueError(f"policy: must be one of {tuple(REVEAL_POLICIES)}, got "
                                  f"{policy!r}")
             policy = REVEAL_POLICIES[policy.lower()]
-        elif is_host_sequence(policy) and any(isinstance(p, str) for p in policy):
+        elif is_host_sequence(policy) and any(isinstance(p, str) for p in policy):  # type: ignore
             try:
-                policy = [REVEAL_POLICIES[p.lower()] if isinstance(p, str) else p for p in policy]
+                policy = [REVEAL_POLICIES[p.lower()] if isinstance(p, str) else p
+                          for p in policy]  # type: ignore[union-attr]
             except KeyError as e:
                 raise ValueError(f"policy: unknown policy {e.args[0]!r}; choose from "
                                  f"{tuple(REVEAL_POLICIES)}") from None
