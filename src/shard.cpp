@@ -14,6 +14,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdarg>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -89,6 +90,17 @@ static_assert(sizeof(StatsHead) == 216, "layout");
 static_assert(sizeof(Cand) == 8, "layout");
 static_assert(sizeof(RadixRec) == 3072, "layout");
 static_assert(sizeof(KeptRec) == 152, "layout");
+// The byte offsets documented in docs/vocab_parallel.md §3.
+static_assert(offsetof(StatsHead, n_cand) == 16 && offsetof(StatsHead, top_l_id) == 20 &&
+                  offsetof(StatsHead, top_l) == 28 && offsetof(StatsHead, top_a_id) == 36 &&
+                  offsetof(StatsHead, top_a) == 44 && offsetof(StatsHead, zl) == 56 &&
+                  offsetof(StatsHead, wa) == 80 && offsetof(StatsHead, share) == 88,
+              "layout");
+static_assert(offsetof(Share, full) == 8 && offsetof(Share, cut) == 48, "layout");
+static_assert(offsetof(BlockPart, value) == 8 && offsetof(BlockPart, win) == 16, "layout");
+static_assert(offsetof(Winner, l) == 8 && offsetof(Winner, key) == 16, "layout");
+static_assert(offsetof(RadixRec, mass) == 1024, "layout");
+static_assert(offsetof(KeptRec, z) == 8 && offsetof(KeptRec, share) == 24, "layout");
 
 // ---------------------------------------------------------------------------------------------
 // Helpers copied from the CPU backend (docs/sampling.md §1-2), so that both read the same values.
