@@ -15,6 +15,7 @@
 # bindings/python/build/gpu-logs. Exit status: nonzero if the install, a test or the demo fails.
 #
 # Environment: DDS_SWIG_WRAPPER=/path/dds_wrap.c (instead of bindings/python/_generated),
+# DDS_PY_LIB=/path/libdds.so.0 (package an already built CUDA libdds instead of building it),
 # DDS_PY_WITH_CUDA (default ON), DDS_JOBS (default nproc), PYTHON (default python3).
 set -uo pipefail
 
@@ -66,12 +67,19 @@ if ! command -v swig >/dev/null 2>&1 && [[ ! -f "$wrapper" ]]; then
 fi
 [[ -f "$here/_generated/STAMP" ]] && { echo "wrapper stamp:"; cat "$here/_generated/STAMP"; }
 
-say "pip install --no-build-isolation --no-deps ./bindings/python (DDS_WITH_CUDA=${DDS_PY_WITH_CUDA:-ON})"
+lib_args=()
+if [[ -n "${DDS_PY_LIB:-}" ]]; then
+  # An already built CUDA libdds (e.g. build-gpu/libdds.so.0 of scripts/gpu-check.sh): packaged
+  # as is, which saves compiling the kernels a second time.
+  [[ -f "$DDS_PY_LIB" ]] || { say "FAIL: DDS_PY_LIB=$DDS_PY_LIB does not exist"; exit 2; }
+  lib_args=(--config-settings=cmake.define.DDS_PREBUILT_LIB="$(cd "$(dirname "$DDS_PY_LIB")" && pwd)/$(basename "$DDS_PY_LIB")")
+fi
+say "pip install --no-build-isolation --no-deps ./bindings/python (${DDS_PY_LIB:+prebuilt $DDS_PY_LIB, }DDS_WITH_CUDA=${DDS_PY_WITH_CUDA:-ON})"
 t0=$SECONDS
 CMAKE_BUILD_PARALLEL_LEVEL="${DDS_JOBS:-$(nproc)}" "$py" -m pip install -v --no-build-isolation \
   --no-deps --force-reinstall \
   --config-settings=cmake.define.DDS_WITH_CUDA="${DDS_PY_WITH_CUDA:-ON}" \
-  --config-settings=cmake.define.DDS_SOURCE_DIR="$root" \
+  --config-settings=cmake.define.DDS_SOURCE_DIR="$root" ${lib_args[@]+"${lib_args[@]}"} \
   "$here" >"$logs/pip-install.log" 2>&1
 rc=$?
 grep -E "dds python:|dds [0-9.]+: CUDA backend|CMake Warning|Successfully" "$logs/pip-install.log"
@@ -81,6 +89,10 @@ if ((rc != 0)); then
   exit 1
 fi
 say "installed in $((SECONDS - t0))s"
+if [[ "${DDS_PY_WITH_CUDA:-ON}" == ON ]] && ! (cd /tmp && "$py" -c 'import dds, sys; sys.exit(0 if dds.has_cuda() else 1)') 2>/dev/null; then
+  say "FAIL: the installed dds has no CUDA backend (dds.has_cuda() is False)"
+  exit 1
+fi
 (cd /tmp && "$py" -c 'import dds; print("dds", dds.__version__, dds.__file__, "has_cuda", dds.has_cuda())')
 
 cd "$here"

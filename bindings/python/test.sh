@@ -55,7 +55,7 @@ fi
 
 log "pip install ./bindings/python (DDS_WITH_CUDA=${DDS_PY_WITH_CUDA:-OFF})"
 t0=$SECONDS
-CMAKE_BUILD_PARALLEL_LEVEL="${DDS_JOBS:-2}" "$vpy" -m pip install -q "${pip_build[@]}" \
+CMAKE_BUILD_PARALLEL_LEVEL="${DDS_JOBS:-2}" "$vpy" -m pip install -q ${pip_build[@]+"${pip_build[@]}"} \
   --config-settings=cmake.define.DDS_WITH_CUDA="${DDS_PY_WITH_CUDA:-OFF}" \
   --config-settings=cmake.define.DDS_SOURCE_DIR="$root" \
   "$here"
