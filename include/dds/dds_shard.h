@@ -37,6 +37,8 @@ extern "C" {
 
 /** Most candidates a rank sends per row for top-k (the top-k cap). */
 #define DDS_SHARD_MAX_TOP_K 1024
+/** Most ranks (world_size) of one call. */
+#define DDS_SHARD_MAX_WORLD_SIZE 64
 /** Most exchange rounds of one call (dds_shard_plan arrays are this long). */
 #define DDS_SHARD_MAX_ROUNDS 8
 
@@ -51,7 +53,7 @@ typedef enum dds_shard_round_kind {
 typedef struct dds_shard_args {
   size_t struct_size;   /* sizeof(dds_shard_args), set by dds_shard_args_init */
   int32_t rank;         /* (host) this rank's index in the all-gather, 0..world_size-1 */
-  int32_t world_size;   /* (host) R >= 1 ranks. Default 1 */
+  int32_t world_size;   /* (host) R ranks, 1..DDS_SHARD_MAX_WORLD_SIZE. Default 1 */
   int32_t vocab_offset; /* (host) first global column of this rank's slice. Default 0 */
   int32_t vocab_slice;  /* (host) columns of this rank's slice, >= 1. Required (default 0). The
                            slices of all ranks must partition [0, vocab_size) (checked in finish) */
