@@ -526,6 +526,9 @@ DDS_API dds_status dds_sample_partial(dds_sampler* sampler, const dds_sample_arg
     if (!dds::aligned(record_out, 8))
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: record_out (%p) must be aligned to 8 bytes", fn,
                   record_out);
+    if ((st = sampler->backend->check_pointer(record_out, fn, "record_out")) != DDS_OK) return st;
+    if (gathered && (st = sampler->backend->check_pointer(gathered, fn, "gathered")) != DDS_OK)
+      return st;
     c.gathered = static_cast<const unsigned char*>(gathered);
     if (c.sh.round > 0) {
       if (!c.gathered)
@@ -560,6 +563,7 @@ DDS_API dds_status dds_sample_finish(dds_sampler* sampler, const dds_sample_args
     if (!c.gathered)
       return fail(DDS_ERR_NULL_POINTER,
                   "%s: gathered is NULL (it must hold the all-gathered records of every round)", fn);
+    if ((st = sampler->backend->check_pointer(gathered, fn, "gathered")) != DDS_OK) return st;
     if (!sampler->backend->host_readable())
       return dds::cuda_shard_finish(c.call(), sampler->config.device, stream);
     if ((st = dds::check_gathered(fn, &c)) != DDS_OK) return st;
