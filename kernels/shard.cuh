@@ -311,6 +311,18 @@ DDS_HD const Cand* cands_of(const Call& c, int32_t rank, int32_t row) {
   return reinterpret_cast<const Cand*>(rec(c, 0, rank, row) + sizeof(StatsHead));
 }
 
+// The request's parameters with the top-k cap of the call: a k above max_top_k (and below V) is
+// refused on the host where the arrays are host-readable (CPU); on the device it is taken as
+// max_top_k and flagged DDS_REQ_BAD_TOP_K.
+DDS_HD Params call_params(const Call& c, int32_t r) {
+  Params q = request_params(c.a, r);
+  if (q.k > c.C && q.k < c.V) {
+    q.k = c.C;
+    q.status |= DDS_REQ_BAD_TOP_K;
+  }
+  return q;
+}
+
 // with_order: compute the rank order from the gathered round-0 headers (rounds >= 1, finish).
 DDS_HD void make_row(const Call& c, int32_t i, bool with_order, Row* w) {
   w->i = i;
@@ -319,7 +331,7 @@ DDS_HD void make_row(const Call& c, int32_t i, bool with_order, Row* w) {
   request_rows(c.a, w->req, &rb, &re);
   w->j = i - rb;
   w->pos = (uint32_t)(c.a.positions ? c.a.positions[i] : w->j);
-  w->q = request_params(c.a, w->req);
+  w->q = call_params(c, w->req);
   w->nranks = 0;
   if (!with_order) return;
   int64_t cursor = 0;

@@ -32,7 +32,7 @@ __global__ void shard_partial_kernel(shard::Call c, int32_t round, int32_t kind,
 __global__ void shard_status_kernel(shard::Call c) {
   const int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= c.a.num_requests) return;
-  c.a.request_status[r] = shard::request_params(c.a, r).status;
+  c.a.request_status[r] = shard::call_params(c, r).status;
 }
 
 __global__ void shard_finish_kernel(shard::Call c) {

@@ -141,7 +141,7 @@ void cpu_finish(const Ctx& x) {
   const shard::Call c = x.call();
   const dds_sample_args& a = x.a;
   std::vector<int32_t> status(a.num_requests, 0);
-  for (int32_t r = 0; r < a.num_requests; ++r) status[r] = shard::request_params(a, r).status;
+  for (int32_t r = 0; r < a.num_requests; ++r) status[r] = shard::call_params(c, r).status;
   for (int32_t i = 0; i < a.num_rows; ++i)
     status[shard::row_request(a, i)] |= shard::finish_row(c, i);
   if (a.request_status)

@@ -24,7 +24,9 @@
  * >= vocab_slice) and probs (its slice of the probability rows, probs_row_stride >= vocab_slice),
  * and the same dds_shard_args except rank, vocab_offset, vocab_slice and round.
  *
- * Backends: CPU (reference). The CUDA backend returns DDS_ERR_UNSUPPORTED for now.
+ * Backends: CPU (the reference) and CUDA (first version: one thread per row, the same per-row
+ * code as the CPU, graph-safe but not fast; see docs/vocab_parallel.md §8). With the CUDA backend
+ * every pointer (logits, outputs, gathered, record_out) is device memory of the sampler's device.
  */
 #ifndef DDS_DDS_SHARD_H_
 #define DDS_DDS_SHARD_H_
@@ -60,7 +62,9 @@ typedef struct dds_shard_args {
   int32_t max_top_k;    /* (host) top-k candidates per rank and row, 0..DDS_SHARD_MAX_TOP_K; every
                            request's k must be 0 (off), <= max_top_k, or >= vocab_size (off),
                            else DDS_ERR_UNSUPPORTED. Only used (and only costs record bytes) when
-                           top-k may be on (top_ks given or top_k > 0). Default 64 */
+                           top-k may be on (top_ks given or top_k > 0). The CUDA backend cannot
+                           read top_ks on the host: there a k above the cap is taken as max_top_k
+                           and flagged DDS_REQ_BAD_TOP_K. Default 64 */
   int32_t round;        /* (host) which round dds_sample_partial computes, 0..num_rounds-1 */
 } dds_shard_args;
 
