@@ -13,9 +13,15 @@
 //     not full the n-th largest lane maximum of the tile bounds it (n <= 32),
 //   - for given ids (committed tokens, the request's own ids) the count of strictly greater
 //     values, through a histogram over the sorted given values.
+// The list lives in one register per lane while it holds <= 32 keys (shared memory beyond).
+// 16-bit logits are kept packed and two tiles are loaded before either is processed (4 KB per warp
+// in flight, as for one f32 tile).
 // With P > 1 each warp writes a partial (M, S, keys, counts) to the workspace and bumps a per-row
-// counter; the warp that arrives last merges the partials, writes the row and resets the counter
-// (so the counters are zero at rest: graph-safe, no memset).
+// counter; the warp that arrives last merges the partials (a k-way merge of the sorted lists
+// staged in shared memory for n <= 32), writes the row and resets the counter (so the counters
+// are zero at rest: graph-safe, no memset).
+// Values: v = (sanitised logit) * (1/T) in fp32 exactly as the CPU; log-prob = (v - M) - log S in
+// float64 with S the sum of exp(v - M) (fp32 within a tile, float64 across tiles and partials).
 #ifndef DDS_KERNELS_STASH_CUH_
 #define DDS_KERNELS_STASH_CUH_
 
@@ -33,8 +39,9 @@ namespace stash {
 
 constexpr int kTile = 1024;
 constexpr int kMaxWarps = 8;
-constexpr int kMinTilesPerItem = 4;
+constexpr int kMinTilesPerItem = 2;
 constexpr int kStageFloats = 32 * 33;  // padded [i][lane] staging of one tile
+constexpr int kStageKeys = kStageFloats / 2;  // keys that fit the staging area (k-way merge)
 constexpr int32_t kReqBadTemperature = 1;
 constexpr int32_t kReqBadSlot = 128;
 
@@ -158,53 +165,92 @@ __device__ __forceinline__ int tile_elem(int i, int lane) {
   return ((i / VEC) * 32 + lane) * VEC + (i % VEC);
 }
 
+// One lane's share of one 1024-token tile in registers. f32: the values; 16-bit dtypes: the
+// packed raw words (half the registers, so the next tile can be in flight while this one is
+// processed), converted when used. get(i) is element tile_elem<T>(i, lane).
 template <typename T>
-__device__ __forceinline__ void load_full(const T* p, int lane, float (&x)[32]) {
-  if constexpr (sizeof(T) == 4) {
+struct Tile;
+template <>
+struct Tile<float> {
+  float4 f[8];
+  __device__ __forceinline__ void load(const float* p, int lane) {
     const float4* q = reinterpret_cast<const float4*>(p);
-    float4 f[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) f[k] = __ldg(q + k * 32 + lane);
+  }
+  __device__ __forceinline__ void load_guarded(const float* p, int64_t len, int lane) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      x[4 * k] = f[k].x;
-      x[4 * k + 1] = f[k].y;
-      x[4 * k + 2] = f[k].z;
-      x[4 * k + 3] = f[k].w;
+    for (int i = 0; i < 32; ++i) {
+      const int e = tile_elem<float>(i, lane);
+      reinterpret_cast<float*>(&f[i / 4])[i % 4] = (e < len) ? __ldg(p + e) : -kInf;
     }
-  } else {
+  }
+  __device__ __forceinline__ float get(int i) const {
+    return reinterpret_cast<const float*>(&f[i / 4])[i % 4];
+  }
+  // max over the lane's values, NaN ignored (-inf if all are NaN / -inf)
+  __device__ __forceinline__ float lane_max() const {
+    float m = -kInf;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) m = fmaxf(m, get(i));
+    return m;
+  }
+};
+template <typename T16>
+struct Tile16 {
+  uint4 w[4];
+  __device__ __forceinline__ uint32_t word(int m) const {
+    return reinterpret_cast<const uint32_t*>(&w[m / 4])[m % 4];
+  }
+  __device__ __forceinline__ void load(const T16* p, int lane) {
     const uint4* q = reinterpret_cast<const uint4*>(p);
-    uint4 w[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) w[k] = __ldg(q + k * 32 + lane);
+  }
+  __device__ __forceinline__ void load_guarded(const T16* p, int64_t len, int lane) {
+    constexpr uint32_t kNegInf = std::is_same<T16, __nv_bfloat16>::value ? 0xff80u : 0xfc00u;
+    const unsigned short* ps = reinterpret_cast<const unsigned short*>(p);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t ws[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-          x[8 * k + 2 * m] = __uint_as_float(ws[m] << 16);
-          x[8 * k + 2 * m + 1] = __uint_as_float(ws[m] & 0xffff0000u);
-        } else {
-          __half2 h;
-          memcpy(&h, &ws[m], 4);
-          const float2 f = __half22float2(h);
-          x[8 * k + 2 * m] = f.x;
-          x[8 * k + 2 * m + 1] = f.y;
-        }
-      }
+    for (int m = 0; m < 16; ++m) {
+      const int e0 = tile_elem<T16>(2 * m, lane), e1 = e0 + 1;
+      const uint32_t lo = (e0 < len) ? (uint32_t)__ldg(ps + e0) : kNegInf;
+      const uint32_t hi = (e1 < len) ? (uint32_t)__ldg(ps + e1) : kNegInf;
+      reinterpret_cast<uint32_t*>(&w[m / 4])[m % 4] = lo | (hi << 16);
     }
   }
-}
-
-template <typename T>
-__device__ __forceinline__ void load_guarded(const T* p, int64_t len, int lane, float (&x)[32]) {
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int e = tile_elem<T>(i, lane);
-    x[i] = (e < len) ? Elem<T>::one(p + e) : -kInf;
+  __device__ __forceinline__ float get(int i) const {
+    const uint32_t x = word(i / 2);
+    if constexpr (std::is_same<T16, __nv_bfloat16>::value) {
+      return __uint_as_float((i & 1) ? (x & 0xffff0000u) : (x << 16));
+    } else {
+      return __half2float(__ushort_as_half((unsigned short)((i & 1) ? (x >> 16) : (x & 0xffffu))));
+    }
   }
-}
+  __device__ __forceinline__ float lane_max() const {
+    if constexpr (std::is_same<T16, __nv_bfloat16>::value) {
+      // packed max (NaN ignored unless both are NaN), then the two halves
+      __nv_bfloat162 m = *reinterpret_cast<const __nv_bfloat162*>(&w[0].x);
+#pragma unroll
+      for (int k = 1; k < 16; ++k) {
+        const uint32_t x = word(k);
+        m = __hmax2(m, *reinterpret_cast<const __nv_bfloat162*>(&x));
+      }
+      return fmaxf(fmaxf(__low2float(m), __high2float(m)), -kInf);
+    } else {
+      __half2 m = *reinterpret_cast<const __half2*>(&w[0].x);
+#pragma unroll
+      for (int k = 1; k < 16; ++k) {
+        const uint32_t x = word(k);
+        m = __hmax2(m, *reinterpret_cast<const __half2*>(&x));
+      }
+      return fmaxf(fmaxf(__low2float(m), __high2float(m)), -kInf);
+    }
+  }
+};
+template <>
+struct Tile<__nv_bfloat16> : Tile16<__nv_bfloat16> {};
+template <>
+struct Tile<__half> : Tile16<__half> {};
 
 // Inserts `key` (> *thr, uniform across the warp) into the warp's sorted (descending) list of
 // `len` keys; *thr becomes the list's last key (0 while not full).
@@ -240,8 +286,9 @@ struct WarpMem {
   int32_t* ecnt;  // [n+1] #values strictly greater than entry e's value
 };
 
-template <typename T, bool COUNT>
-__global__ void __launch_bounds__(256, 3) stash_kernel(const Params P) {
+// MINB: CTAs of 256 threads per SM the registers are capped for (2: <= 128 registers, 3: <= 80).
+template <typename T, bool COUNT, int MINB>
+__global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int32_t scan_tmp[kMaxWarps + 1];
   int32_t* cum = reinterpret_cast<int32_t*>(smem);
@@ -323,6 +370,11 @@ __global__ void __launch_bounds__(256, 3) stash_kernel(const Params P) {
     pmax = pmax < 1 ? 1 : pmax;
     const int64_t cap = P.partial_cap / K;
     if (pmax > cap) pmax = cap < 1 ? 1 : cap;
+    // n <= 32: every partial list fits the staging area for the k-way merge
+    if (list_len(n) <= 32) {
+      const int64_t kcap = kStageKeys / list_len(n) < 32 ? kStageKeys / list_len(n) : 32;
+      if (pmax > kcap) pmax = kcap;
+    }
     if (pmax > 256) pmax = 256;
     float best = -1.f;
     for (int c = 1; c <= (int)pmax; ++c) {
@@ -430,20 +482,41 @@ __global__ void __launch_bounds__(256, 3) stash_kernel(const Params P) {
     // ---- the one pass over the chunk ----
     const int64_t t0 = (int64_t)p * tiles / Pn, t1 = (int64_t)(p + 1) * tiles / Pn;
     const bool aligned = (reinterpret_cast<uintptr_t>(row) & 15) == 0;
+    // The list: one key per lane in a register while NTe <= 32, else in shared memory.
+    const bool regl = NTe <= 32;
+    uint64_t mykey_list = 0;
     float M = -kInf;
     double Sl = 0.0;
     int chi = 0;
     float tv_bound = -kInf;  // value bound from lane maxima (list not full yet)
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t base = t * kTile;
-      const int64_t len = (int64_t)V - base;
-      float x[32];
-      if (aligned && len >= kTile) load_full<T>(row + base, lane, x);
-      else load_guarded<T>(row + base, len, lane, x);
-
-      float lm = -kInf;
-#pragma unroll
-      for (int ii = 0; ii < 32; ++ii) lm = fmaxf(lm, x[ii]);
+    auto insert = [&](uint64_t key) {
+      if (regl) {
+        const int pos = __popc(__ballot_sync(kFull, mykey_list > key));
+        const uint64_t up = __shfl_up_sync(kFull, mykey_list, 1);
+        if (lane == pos) mykey_list = key;
+        else if (lane > pos) mykey_list = up;
+        if (lane >= NTe) mykey_list = 0;
+        thr = __shfl_sync(kFull, mykey_list, NTe - 1);
+      } else {
+        list_insert(wm.lst, NTe, key, &thr, lane);
+      }
+    };
+    auto count_value = [&](float v) {
+      if (COUNT && v > thr_lo) {
+        if (v > thr_hi) ++chi;
+        else {
+          int a = 0, b = k;
+          while (a < b) {
+            const int m = (a + b) >> 1;
+            if (wm.srt[m] < v) a = m + 1;
+            else b = m;
+          }
+          atomicAdd(&wm.hist[a], 1);
+        }
+      }
+    };
+    auto process = [&](const Tile<T>& tl, int64_t base) {
+      const float lm = tl.lane_max();
       const float tm = warp_max(lm);
       const bool full = scaled || tm == kInf;
       const float lmv = full ? full_value(lm, invT) : lm;
@@ -452,94 +525,106 @@ __global__ void __launch_bounds__(256, 3) stash_kernel(const Params P) {
         if (M > -kInf) Sl *= exp((double)M - (double)tmv);
         M = tmv;
       }
-      if (tmv > -kInf) {
-        const float mM = M;
-        constexpr float kL2E = 1.4426950408889634f;
-        float s = 0.f;
-        if (full) {
+      if (!(tmv > -kInf)) return;
+      const float mM = M;
+      constexpr float kL2E = 1.4426950408889634f;
+      float s = 0.f;
+      if (full) {
 #pragma unroll
-          for (int ii = 0; ii < 32; ++ii) {
-            const float v = full_value(x[ii], invT);
-            s += ex2((v - mM) * kL2E);
-            if (COUNT && v > thr_lo) {
-              if (v > thr_hi) ++chi;
-              else {
-                int a = 0, b = k;
-                while (a < b) {
-                  const int m = (a + b) >> 1;
-                  if (wm.srt[m] < v) a = m + 1;
-                  else b = m;
-                }
-                atomicAdd(&wm.hist[a], 1);
-              }
-            }
-          }
-        } else {
-#pragma unroll
-          for (int ii = 0; ii < 32; ++ii) {
-            const float v = fmaxf(x[ii], -kInf);
-            s += ex2((v - mM) * kL2E);
-            if (COUNT && v > thr_lo) {
-              if (v > thr_hi) ++chi;
-              else {
-                int a = 0, b = k;
-                while (a < b) {
-                  const int m = (a + b) >> 1;
-                  if (wm.srt[m] < v) a = m + 1;
-                  else b = m;
-                }
-                atomicAdd(&wm.hist[a], 1);
-              }
-            }
-          }
+        for (int ii = 0; ii < 32; ++ii) {
+          const float v = full_value(tl.get(ii), invT);
+          s += ex2((v - mM) * kL2E);
+          count_value(v);
         }
-        Sl += (double)s;
-
-        // top-NTe candidates
-        float tv = thr ? fmaxf(key_value(thr), tv_bound) : tv_bound;
-        unsigned cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
-        if (cl) {
-          if (thr == 0 && NTe <= 32 && __popc(cl) >= NTe) {
-            // n-th largest lane maximum: at least NTe values of this tile reach it.
-            float s2 = lmv;
+      } else {
 #pragma unroll
-            for (int kk = 2; kk <= 32; kk <<= 1) {
-#pragma unroll
-              for (int jj = kk >> 1; jj > 0; jj >>= 1) {
-                const float o = __shfl_xor_sync(kFull, s2, jj);
-                const bool keep_max = ((lane & kk) == 0) == ((lane & jj) == 0);
-                s2 = keep_max ? fmaxf(s2, o) : fminf(s2, o);
-              }
-            }
-            const float nth = __shfl_sync(kFull, s2, NTe - 1);
-            tv_bound = fmaxf(tv_bound, nth);
-            tv = fmaxf(tv, tv_bound);
-            cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
-          }
-#pragma unroll
-          for (int ii = 0; ii < 32; ++ii)
-            wm.stage[ii * 33 + lane] = full ? full_value(x[ii], invT) : fmaxf(x[ii], -kInf);
-          __syncwarp();
-          while (cl) {
-            const int src = __ffs(cl) - 1;
-            cl &= cl - 1;
-            const float v = wm.stage[lane * 33 + src];
-            const int32_t idx = (int32_t)(base + tile_elem<T>(lane, src));
-            const uint64_t mykey = make_key(v, idx);
-            unsigned cb = __ballot_sync(kFull, v > -kInf && v >= tv);
-            while (cb) {
-              const int l2 = __ffs(cb) - 1;
-              cb &= cb - 1;
-              const uint64_t key = __shfl_sync(kFull, mykey, l2);
-              if (key > thr) {
-                list_insert(wm.lst, NTe, key, &thr, lane);
-                if (thr) tv = fmaxf(tv, key_value(thr));
-              }
-            }
-          }
-          __syncwarp();
+        for (int ii = 0; ii < 32; ++ii) {
+          const float v = fmaxf(tl.get(ii), -kInf);
+          s += ex2((v - mM) * kL2E);
+          count_value(v);
         }
       }
+      Sl += (double)s;
+
+      // top-NTe candidates: only tiles where some lane's maximum reaches the threshold
+      float tv = thr ? fmaxf(key_value(thr), tv_bound) : tv_bound;
+      unsigned cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
+      if (!cl) return;
+      if (thr == 0 && NTe <= 32 && __popc(cl) >= NTe) {
+        // n-th largest lane maximum: at least NTe values of this tile reach it.
+        float s2 = lmv;
+#pragma unroll
+        for (int kk = 2; kk <= 32; kk <<= 1) {
+#pragma unroll
+          for (int jj = kk >> 1; jj > 0; jj >>= 1) {
+            const float o = __shfl_xor_sync(kFull, s2, jj);
+            const bool keep_max = ((lane & kk) == 0) == ((lane & jj) == 0);
+            s2 = keep_max ? fmaxf(s2, o) : fminf(s2, o);
+          }
+        }
+        const float nth = __shfl_sync(kFull, s2, NTe - 1);
+        tv_bound = fmaxf(tv_bound, nth);
+        tv = fmaxf(tv, tv_bound);
+        cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
+      }
+#pragma unroll
+      for (int ii = 0; ii < 32; ++ii)
+        wm.stage[ii * 33 + lane] = full ? full_value(tl.get(ii), invT) : fmaxf(tl.get(ii), -kInf);
+      __syncwarp();
+      while (cl) {
+        const int src = __ffs(cl) - 1;
+        cl &= cl - 1;
+        const float v = wm.stage[lane * 33 + src];
+        const int32_t idx = (int32_t)(base + tile_elem<T>(lane, src));
+        const uint64_t mykey = make_key(v, idx);
+        unsigned cb = __ballot_sync(kFull, v > -kInf && v >= tv);
+        while (cb) {
+          const int l2 = __ffs(cb) - 1;
+          cb &= cb - 1;
+          const uint64_t key = __shfl_sync(kFull, mykey, l2);
+          if (key > thr) {
+            insert(key);
+            if (thr) tv = fmaxf(tv, key_value(thr));
+          }
+        }
+      }
+      __syncwarp();
+    };
+    {
+      // full tiles [t0, tf) with vector loads, then the partial last tile / unaligned rows
+      // guarded.
+      int64_t tf = aligned ? (int64_t)(V / kTile) : t0;
+      if (tf > t1) tf = t1;
+      if (tf < t0) tf = t0;
+      Tile<T> cur;
+      if constexpr (sizeof(T) == 2) {
+        // two tiles' loads (4 KB per warp, as many bytes as one f32 tile) before processing
+        Tile<T> nxt;
+        int64_t t = t0;
+        for (; t + 1 < tf; t += 2) {
+          cur.load(row + t * kTile, lane);
+          nxt.load(row + (t + 1) * kTile, lane);
+          process(cur, t * kTile);
+          process(nxt, (t + 1) * kTile);
+        }
+        if (t < tf) {
+          cur.load(row + t * kTile, lane);
+          process(cur, t * kTile);
+        }
+      } else {
+        for (int64_t t = t0; t < tf; ++t) {
+          cur.load(row + t * kTile, lane);
+          process(cur, t * kTile);
+        }
+      }
+      for (int64_t t = tf; t < t1; ++t) {
+        cur.load_guarded(row + t * kTile, (int64_t)V - t * kTile, lane);
+        process(cur, t * kTile);
+      }
+    }
+    if (regl) {
+      if (lane < NTe) wm.lst[lane] = mykey_list;
+      __syncwarp();
     }
     double S = warp_sum(Sl);
     if (COUNT) {
@@ -611,36 +696,68 @@ __global__ void __launch_bounds__(256, 3) stash_kernel(const Params P) {
           wm.ecnt[e] = acc;
         }
       }
-      // keys: sorted lists, merged by insertion above the running threshold; the next
-      // partial's first chunk is loaded before the current one is processed.
-      auto first_chunk = [&](int p2) -> uint64_t {
-        if (p2 >= Pn || lane >= NTe) return 0ull;
-        const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
-        return __ldcg(reinterpret_cast<const uint64_t*>(op + 16) + lane);
-      };
-      int p2 = (p == 0) ? 1 : 0;
-      uint64_t next = first_chunk(p2);
-      while (p2 < Pn) {
-        int p3 = p2 + 1;
-        if (p3 == p) ++p3;
-        const uint64_t cur = next;
-        next = first_chunk(p3);
-        const uint64_t* ok = reinterpret_cast<const uint64_t*>(
-            P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes + 16);
-        for (int j0 = 0; j0 < NTe; j0 += 32) {
-          const uint64_t kk = j0 == 0 ? cur : ((j0 + lane < NTe) ? __ldcg(ok + j0 + lane) : 0ull);
-          unsigned b = __ballot_sync(kFull, kk > thr);
-          if (!b) break;
-          while (b) {
-            const int l2 = __ffs(b) - 1;
-            b &= b - 1;
-            const uint64_t key = __shfl_sync(kFull, kk, l2);
-            if (key > thr) list_insert(wm.lst, NTe, key, &thr, lane);
-          }
+      if (NTe <= 32 && Pn <= 32 && Pn * NTe <= kStageKeys) {
+        // k-way merge: every list staged in shared memory, lane p2 holds the head of list p2,
+        // NTe rounds of a warp-wide max (keys are distinct: they carry the token id).
+        uint64_t* st64 = reinterpret_cast<uint64_t*>(wm.stage);
+        for (int t = lane; t < Pn * NTe; t += 32) {
+          const int p2 = t / NTe, jx = t - p2 * NTe;
+          uint64_t kk;
+          if (p2 == p) kk = wm.lst[jx];
+          else
+            kk = __ldcg(reinterpret_cast<const uint64_t*>(
+                            P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes + 16) + jx);
+          st64[t] = kk;
         }
-        p2 = p3;
+        __syncwarp();
+        int h = 0;
+        int e = 0;
+        for (; e < NTe; ++e) {
+          const uint64_t hk = (lane < Pn && h < NTe) ? st64[lane * NTe + h] : 0ull;
+          uint64_t m = hk;
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) {
+            const uint64_t u = __shfl_xor_sync(kFull, m, o);
+            m = u > m ? u : m;
+          }
+          if (m == 0) break;
+          if (hk == m) ++h;
+          if (lane == 0) wm.lst[e] = m;
+        }
+        for (int e2 = e + lane; e2 < NTe; e2 += 32) wm.lst[e2] = 0;
+        __syncwarp();
+      } else {
+        // keys: sorted lists, merged by insertion above the running threshold; the next
+        // partial's first chunk is loaded before the current one is processed.
+        auto first_chunk = [&](int p2) -> uint64_t {
+          if (p2 >= Pn || lane >= NTe) return 0ull;
+          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+          return __ldcg(reinterpret_cast<const uint64_t*>(op + 16) + lane);
+        };
+        int p2 = (p == 0) ? 1 : 0;
+        uint64_t next = first_chunk(p2);
+        while (p2 < Pn) {
+          int p3 = p2 + 1;
+          if (p3 == p) ++p3;
+          const uint64_t cur = next;
+          next = first_chunk(p3);
+          const uint64_t* ok = reinterpret_cast<const uint64_t*>(
+              P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes + 16);
+          for (int j0 = 0; j0 < NTe; j0 += 32) {
+            const uint64_t kk = j0 == 0 ? cur : ((j0 + lane < NTe) ? __ldcg(ok + j0 + lane) : 0ull);
+            unsigned b = __ballot_sync(kFull, kk > thr);
+            if (!b) break;
+            while (b) {
+              const int l2 = __ffs(b) - 1;
+              b &= b - 1;
+              const uint64_t key = __shfl_sync(kFull, kk, l2);
+              if (key > thr) list_insert(wm.lst, NTe, key, &thr, lane);
+            }
+          }
+          p2 = p3;
+        }
+        __syncwarp();
       }
-      __syncwarp();
     }
 
     // ---- write the row ----

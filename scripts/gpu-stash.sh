@@ -7,7 +7,7 @@ OUT=${OUT:-$PWD/gpu-out}
 BUILD=${BUILD:-build-gpu}
 mkdir -p "$OUT"
 rc=0
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 
 t0=$SECONDS
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
          -DDDS_DOCTEST_DIR="$PWD/.deps/include" -DDDS_BUILD_EXAMPLES=OFF &&

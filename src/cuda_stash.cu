@@ -31,10 +31,10 @@ Layout stash_layout(const dds_sampler_config& cfg, int64_t A) {
   return L;
 }
 
-template <typename T, bool COUNT>
+template <typename T, bool COUNT, int MINB>
 dds_status launch(const CudaContext& ctx, stash::Params P, int nwarps, size_t smem,
                   cudaStream_t stream) {
-  auto kern = stash::stash_kernel<T, COUNT>;
+  auto kern = stash::stash_kernel<T, COUNT, MINB>;
   if (smem > 48 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem);
@@ -58,11 +58,17 @@ dds_status launch(const CudaContext& ctx, stash::Params P, int nwarps, size_t sm
   return check_launch("dds_stash_logprobs");
 }
 
+// Register cap of the kernel: 2 CTAs of 256 threads per SM (<= 128 registers). Measured on the
+// H200 against 3 CTAs (<= 80 registers, which spills with two 16-bit tiles in flight): 2 is as fast
+// or faster in every stash scenario of dds_bench (bf16 4096 x 262144: 1.16x vs 1.36x the floor at
+// n = 5; f32 4096 x 32000: 1.28x vs 1.46x), see bench/RESULTS.md.
+constexpr int kMinBlocks = 2;
+
 template <typename T>
 dds_status launch_dtype(const CudaContext& ctx, const stash::Params& P, bool count, int nwarps,
                         size_t smem, cudaStream_t stream) {
-  return count ? launch<T, true>(ctx, P, nwarps, smem, stream)
-               : launch<T, false>(ctx, P, nwarps, smem, stream);
+  return count ? launch<T, true, kMinBlocks>(ctx, P, nwarps, smem, stream)
+               : launch<T, false, kMinBlocks>(ctx, P, nwarps, smem, stream);
 }
 
 }  // namespace
