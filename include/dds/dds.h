@@ -15,7 +15,9 @@
  *
  * Thread safety: different samplers may be used from different threads concurrently. One sampler
  * must not be used by two threads at the same time (it owns one scratch workspace); the library
- * detects overlapping calls on one sampler where cheap and returns DDS_ERR_BUSY.
+ * detects overlapping calls on one sampler where cheap and returns DDS_ERR_BUSY. On the CUDA
+ * backend the work of one sampler must also stay stream-ordered: queue all of a sampler's calls on
+ * one stream (or order the streams with events), since queued calls share its workspace.
  *
  * The exact semantics (formulas, filter order, the random number spec) are in docs/sampling.md.
  */
@@ -247,7 +249,8 @@ DDS_API dds_status dds_sample(dds_sampler* sampler, const dds_sample_args* args,
  * l / T themselves (logits_mode = 1); T <= 0 is treated as 1. Rank of a token t: 1 + the number
  * of tokens with a strictly larger value (so ties share a rank; 1 = most likely).
  * Output element (slot, j, e) is at index (slot * rows_per_slot + j) * (num_top + 1) + e.
- * Requests not kept are not touched, nor are rows j >= num_valid[r] of kept ones.
+ * Slots of requests not kept are not touched, nor are rows j >= num_valid[r] of kept ones
+ * (request_status, when given, is written for every request: 0 for those not kept).
  * ------------------------------------------------------------------------------------------- */
 typedef struct dds_stash_args {
   size_t struct_size; /* sizeof(dds_stash_args), set by dds_stash_args_init */
