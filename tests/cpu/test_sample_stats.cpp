@@ -269,14 +269,14 @@ double cdf_fp32(double x) {
 
 }  // namespace
 
-TEST_CASE("rare tail, end to end: V = 262144, ~30 expected tail hits in 3000 draws") {
+TEST_CASE("rare tail, end to end: V = 262144, ~30 expected tail hits in 2000 draws") {
   // Token 0 at logit 0; the other 262143 tokens at logit L with 262143 e^L / (1 + 262143 e^L)
-  // = 0.01, i.e. L = -17.07: each tail token 17.07 nats below the leader, 3000 draws -> 30
-  // expected tail hits, sigma = sqrt(30 * 0.99) = 5.45, 4-sigma window [8.2, 51.8].
-  // (3000 draws of 262144 columns is what the CPU backend does in ~15 s; the 20.6-nat setting
+  // = 0.015, i.e. L = -16.66: each tail token 16.66 nats below the leader, 2000 draws -> 30
+  // expected tail hits, sigma = sqrt(30 * 0.985) = 5.44, 4-sigma window [8.3, 51.7].
+  // (2000 draws of 262144 columns is what the CPU backend does in ~10 s; the 20.6-nat setting
   // that defeats fp32 noise completely needs 1e5 draws and is the next test.)
-  const int32_t V = 262144, D = 3000, chunk = 30;
-  const double tail_mass = 0.01, n_tail = V - 1;
+  const int32_t V = 262144, D = 2000, chunk = 25;
+  const double tail_mass = 0.015, n_tail = V - 1;
   const float L = (float)std::log(tail_mass / (1 - tail_mass) / n_tail);
   const double wf = std::exp((double)L);  // the fp32 logit actually used
   const double p_tail = n_tail * wf / (1 + n_tail * wf);
@@ -304,7 +304,7 @@ TEST_CASE("rare tail, end to end: V = 262144, ~30 expected tail hits in 3000 dra
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  MESSAGE("rare tail (library, 17.07-nat gap): " << hits << " tail hits, expected " << expected
+  MESSAGE("rare tail (library, 16.66-nat gap): " << hits << " tail hits, expected " << expected
                                                  << " +- " << sigma << ", window [" << lo << ", "
                                                  << hi << "], " << secs << " s");
   CHECK(expected == doctest::Approx(30.0).epsilon(0.01));
@@ -458,10 +458,11 @@ TEST_CASE("rare tail at a 20.6-nat gap: dds hits it, fp32-uniform Gumbel noise c
   CHECK(gumbel_fp32((1u << 24) - 1) - gumbel_fp32(1) < -L);
   CHECK(fp32_hits == 0.0);
   CHECK(fp32_hits < lo);  // the same assertion fails for fp32 noise
-  // For reference, at the 17.07-nat gap of the end-to-end test fp32 noise still reaches ~42% of
-  // the true rate (the leader's own Gumbel can be as low as -2.81); at 18.5 nats 1%.
-  const float L17 = (float)std::log(0.01 / 0.99 / n_tail);
-  const double r17 = fp32_expected_hits(L17, 3000) / 30.0;
-  MESSAGE("fp32 noise at the 17.07-nat gap: " << r17 << " of the true tail rate");
-  CHECK(r17 < 0.6);
+  // For reference, at the 16.66-nat gap of the end-to-end test fp32 noise still reaches ~58% of
+  // the true rate (the leader's own Gumbel can be as low as -2.81); at 17.07 nats ~42%, at
+  // 18.5 nats 1%: per-token fp32 noise under-samples any tail more than ~16 nats down.
+  const float L17 = (float)std::log(0.015 / 0.985 / n_tail);
+  const double r17 = fp32_expected_hits(L17, 2000) / 30.0;
+  MESSAGE("fp32 noise at the 16.66-nat gap: " << r17 << " of the true tail rate");
+  CHECK(r17 < 0.8);
 }
