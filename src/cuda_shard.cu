@@ -42,11 +42,23 @@ __global__ void shard_finish_kernel(shard::Call c) {
   if (flags && c.a.request_status) atomicOr(&c.a.request_status[shard::row_request(c.a, i)], flags);
 }
 
-dds_status set_device(const char* fn, int device) {
-  const cudaError_t e = cudaSetDevice(device);
-  if (e != cudaSuccess)
-    return fail(DDS_ERR_CUDA, "%s: cudaSetDevice(%d) failed: %s", fn, device, cudaGetErrorString(e));
-  return DDS_OK;
+// Makes the sampler's device current for the call and restores the caller's afterwards.
+struct DeviceGuard {
+  int prev = -1;
+  cudaError_t err = cudaSuccess;
+  explicit DeviceGuard(int dev) {
+    cudaGetDevice(&prev);
+    if (prev != dev) err = cudaSetDevice(dev);
+  }
+  ~DeviceGuard() {
+    int cur = -1;
+    cudaGetDevice(&cur);
+    if (prev >= 0 && cur != prev) cudaSetDevice(prev);
+  }
+};
+
+dds_status device_error(const char* fn, int device, cudaError_t e) {
+  return fail(DDS_ERR_CUDA, "%s: cudaSetDevice(%d) failed: %s", fn, device, cudaGetErrorString(e));
 }
 
 }  // namespace
@@ -54,8 +66,8 @@ dds_status set_device(const char* fn, int device) {
 dds_status cuda_shard_partial(const shard::Call& c, int32_t round, void* record_out, int device,
                               dds_stream stream) {
   const char* fn = "dds_sample_partial";
-  dds_status st = set_device(fn, device);
-  if (st != DDS_OK) return st;
+  DeviceGuard guard(device);
+  if (guard.err != cudaSuccess) return device_error(fn, device, guard.err);
   const int32_t kind = round == 0 ? DDS_SHARD_ROUND_STATS
                        : round == c.kept_round ? DDS_SHARD_ROUND_KEPT
                                                : DDS_SHARD_ROUND_RADIX;
@@ -67,8 +79,9 @@ dds_status cuda_shard_partial(const shard::Call& c, int32_t round, void* record_
 
 dds_status cuda_shard_finish(const shard::Call& c, int device, dds_stream stream) {
   const char* fn = "dds_sample_finish";
-  dds_status st = set_device(fn, device);
-  if (st != DDS_OK) return st;
+  DeviceGuard guard(device);
+  if (guard.err != cudaSuccess) return device_error(fn, device, guard.err);
+  dds_status st = DDS_OK;
   if (c.a.request_status) {
     shard_status_kernel<<<(c.a.num_requests + kThreads - 1) / kThreads, kThreads, 0,
                           (cudaStream_t)stream>>>(c);

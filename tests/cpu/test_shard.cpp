@@ -50,13 +50,21 @@ std::vector<Slice> make_slices(int32_t V, int32_t R, const char* mode, uint64_t 
   return s;
 }
 
-// Copies columns [off, off + len) of rows [rows, V] into [rows, stride].
-std::vector<float> slice_cols(const std::vector<float>& full, int32_t V, int32_t rows, Slice sl,
-                              int32_t stride) {
-  std::vector<float> out((size_t)rows * stride, kNaN);
+// Copies columns [off, off + len) of rows [rows, V] (elements of esz bytes) into [rows, stride].
+std::vector<uint64_t> slice_cols(const void* full, size_t esz, int32_t V, int32_t rows, Slice sl,
+                                 int32_t stride) {
+  std::vector<uint64_t> out(((size_t)rows * stride * esz + 7) / 8 + 1, 0x7fc000007fc00000ull);
+  const char* src = static_cast<const char*>(full);
+  char* dst = reinterpret_cast<char*>(out.data());
   for (int32_t i = 0; i < rows; ++i)
-    for (int32_t t = 0; t < sl.len; ++t) out[(size_t)i * stride + t] = full[(size_t)i * V + sl.off + t];
+    std::memcpy(dst + ((size_t)i * stride) * esz, src + ((size_t)i * V + sl.off) * esz, esz * sl.len);
   return out;
+}
+
+float load_any(const void* p, int32_t dtype, size_t idx) {
+  if (dtype == DDS_DTYPE_F32) return static_cast<const float*>(p)[idx];
+  const uint16_t h = static_cast<const uint16_t*>(p)[idx];
+  return dtype == DDS_DTYPE_BF16 ? dds::bf16_to_f32(h) : dds::f16_to_f32(h);
 }
 
 struct ShardRun {
@@ -69,28 +77,25 @@ struct ShardRun {
 // Runs the whole protocol. `a` is the unsharded call (full logits [rows, V], uncond [urows, V]);
 // rank i gets slices[perm[i]]. Checks that every rank's outputs are identical.
 ShardRun run_sharded(int32_t V, const dds_sample_args& a, const std::vector<Slice>& slices,
-                     bool reverse_ranks, int32_t max_top_k, bool want_probs) {
+                     bool reverse_ranks, int32_t max_top_k, bool want_probs,
+                     int32_t probs_dtype = DDS_DTYPE_F32) {
   const int32_t R = (int32_t)slices.size(), rows = a.num_rows;
   Sampler s(V, std::max(rows, 1), std::max(a.num_requests, 1));
   std::vector<int32_t> perm(R);
   for (int32_t i = 0; i < R; ++i) perm[i] = reverse_ranks ? R - 1 - i : i;
-  const float* logits = static_cast<const float*>(a.logits);
-  const float* uncond = static_cast<const float*>(a.uncond_logits);
-  std::vector<std::vector<float>> lg(R), ul(R);
+  const size_t esz = a.dtype == DDS_DTYPE_F32 ? 4 : 2, pesz = probs_dtype == DDS_DTYPE_F32 ? 4 : 2;
+  std::vector<std::vector<uint64_t>> lg(R), ul(R), probs(R);
   std::vector<dds_sample_args> args(R, a);
   std::vector<dds_shard_args> sh(R);
   std::vector<Outputs> outs;
-  std::vector<std::vector<float>> probs(R);
   for (int32_t i = 0; i < R; ++i) {
     const Slice sl = slices[perm[i]];
     const int32_t stride = sl.len + 3;
-    std::vector<float> f(logits, logits + (size_t)rows * V);
-    lg[i] = slice_cols(f, V, rows, sl, stride);
+    lg[i] = slice_cols(a.logits, esz, V, rows, sl, stride);
     args[i].logits = lg[i].data();
     args[i].row_stride = stride;
-    if (uncond) {
-      std::vector<float> u(uncond, uncond + (size_t)a.uncond_num_rows * V);
-      ul[i] = slice_cols(u, V, a.uncond_num_rows, sl, stride + 1);
+    if (a.uncond_logits) {
+      ul[i] = slice_cols(a.uncond_logits, esz, V, a.uncond_num_rows, sl, stride + 1);
       args[i].uncond_logits = ul[i].data();
       args[i].uncond_row_stride = stride + 1;
     }
@@ -103,9 +108,9 @@ ShardRun run_sharded(int32_t V, const dds_sample_args& a, const std::vector<Slic
     outs.emplace_back(rows, a.num_requests);
     outs.back().attach(&args[i]);
     if (want_probs) {
-      probs[i].assign((size_t)rows * (sl.len + 2), kPoisonF);
+      probs[i].assign(((size_t)rows * (sl.len + 2) * pesz + 7) / 8 + 1, 0x5a5a5a5a5a5a5a5aull);
       args[i].probs = probs[i].data();
-      args[i].probs_dtype = DDS_DTYPE_F32;
+      args[i].probs_dtype = probs_dtype;
       args[i].probs_row_stride = sl.len + 2;
     }
   }
@@ -159,7 +164,8 @@ ShardRun run_sharded(int32_t V, const dds_sample_args& a, const std::vector<Slic
       const Slice sl = slices[perm[i]];
       for (int32_t r = 0; r < rows; ++r)
         for (int32_t t = 0; t < sl.len; ++t)
-          res.probs[(size_t)r * V + sl.off + t] = probs[i][(size_t)r * (sl.len + 2) + t];
+          res.probs[(size_t)r * V + sl.off + t] =
+              load_any(probs[i].data(), probs_dtype, (size_t)r * (sl.len + 2) + t);
     }
   }
   return res;
@@ -360,32 +366,45 @@ TEST_CASE("shard: probs written per slice") {
   CHECK(total_diff == 0);
 }
 
-TEST_CASE("shard: mixed per-request parameters, ragged requests, positions, bf16") {
-  const int32_t V = 3500, rows = 24, reqs = 6;
+TEST_CASE("shard: mixed per-request parameters, ragged and empty requests, positions, f32/bf16/f16") {
+  const int32_t V = 3500, rows = 24, reqs = 7;
   std::vector<float> lf = make_logits(V, rows, 5);
-  std::vector<uint16_t> lb(lf.size());
-  for (size_t e = 0; e < lf.size(); ++e) lb[e] = dds::f32_to_bf16(lf[e]);
-  std::vector<float> lround(lf.size());
-  for (size_t e = 0; e < lf.size(); ++e) lround[e] = dds::bf16_to_f32(lb[e]);
   std::vector<float> un = make_logits(V, 8, 6);
   for (float& u : un)
     if (u == -kInf) u = 0.f;
-  std::vector<int32_t> offs = {0, 3, 7, 12, 13, 20, 24}, pos(rows), uoffs = {-1, 0, -1, -1, 1, -1};
+  std::vector<uint16_t> lb(lf.size()), lh(lf.size()), ub(un.size()), uh(un.size());
+  for (size_t e = 0; e < lf.size(); ++e) {
+    lb[e] = dds::f32_to_bf16(lf[e]);
+    lh[e] = dds::f32_to_f16(lf[e]);
+  }
+  for (size_t e = 0; e < un.size(); ++e) {
+    ub[e] = dds::f32_to_bf16(un[e]);
+    uh[e] = dds::f32_to_f16(un[e]);
+  }
+  std::vector<int32_t> offs = {0, 3, 7, 7, 12, 13, 20, 24}, pos(rows),
+                       uoffs = {-1, 0, -1, -1, -1, 1, -1};  // request 2 has no rows
   for (int32_t i = 0; i < rows; ++i) pos[i] = (i * 37) % 50;
-  std::vector<float> T = {1.f, 0.9f, 0.f, 1.2f, 1.f, 0.6f}, G = {0, 2.f, 0, 0, 1.f, 0};
-  std::vector<int32_t> K = {0, 30, 0, 64, 5000, 1};
-  std::vector<float> P = {0.9f, 1.f, 0.5f, 0.95f, 0.3f, 1.f}, MP = {0.f, 0.05f, 0.f, 0.f, 0.01f, 0.f};
-  std::vector<uint64_t> seeds = {1, 2, 3, 4, 5, 6};
-  std::vector<uint32_t> steps = {0, 1, 2, 3, 4, 5};
-  // The unsharded reference on f32 copies of the bf16 values.
-  for (int pass = 0; pass < 2; ++pass) {
+  std::vector<float> T = {1.f, 0.9f, 1.f, 0.f, 1.2f, 1.f, 0.6f},
+                     G = {0, 2.f, 0, 0, 0, 1.f, 0};
+  std::vector<int32_t> K = {0, 30, 0, 0, 64, 5000, 1};
+  std::vector<float> P = {0.9f, 1.f, 1.f, 0.5f, 0.95f, 0.3f, 1.f},
+                     MP = {0.f, 0.05f, 0.f, 0.f, 0.f, 0.01f, 0.f};
+  std::vector<uint64_t> seeds = {1, 2, 0, 3, 4, 5, 6};
+  std::vector<uint32_t> steps = {0, 1, 0, 2, 3, 4, 5};
+  for (int pass = 0; pass < 6; ++pass) {
+    const int32_t dtype = pass / 2;
     dds_sample_args a = sample_args();
+    a.dtype = dtype;
     a.num_rows = rows;
     a.num_requests = reqs;
     a.row_offsets = offs.data();
     a.positions = pos.data();
-    a.logits = lround.data();
-    a.uncond_logits = un.data();
+    a.logits = dtype == DDS_DTYPE_F32    ? (const void*)lf.data()
+               : dtype == DDS_DTYPE_BF16 ? (const void*)lb.data()
+                                         : (const void*)lh.data();
+    a.uncond_logits = dtype == DDS_DTYPE_F32    ? (const void*)un.data()
+                      : dtype == DDS_DTYPE_BF16 ? (const void*)ub.data()
+                                                : (const void*)uh.data();
     a.uncond_num_rows = 8;
     a.uncond_row_offsets = uoffs.data();
     a.temperatures = T.data();
@@ -395,13 +414,42 @@ TEST_CASE("shard: mixed per-request parameters, ragged requests, positions, bf16
     a.min_ps = MP.data();
     a.seeds = seeds.data();
     a.steps = steps.data();
-    a.stats = pass ? DDS_STATS_GUIDED : DDS_STATS_PROCESSED;
+    a.stats = pass % 2 ? DDS_STATS_GUIDED : DDS_STATS_PROCESSED;
     Sampler s(V, rows, reqs);
     Outputs ref = run_sample(s, a);
     for (int32_t R : {2, 5}) {
       ShardRun sr = run_sharded(V, a, make_slices(V, R, R == 2 ? "even" : "tiny", 9), R == 5, 64,
                                 false);
       CHECK(compare(sr.out, ref, rows) == 0);
+    }
+  }
+}
+
+TEST_CASE("shard: probs in bf16 and f16") {
+  const int32_t V = 2100, rows = 8;
+  std::vector<float> lg = make_logits(V, rows, 33);
+  for (int c : {0, 8, 14, 17}) {
+    dds_sample_args a = sample_args();
+    a.num_rows = rows;
+    a.num_requests = rows;
+    a.logits = lg.data();
+    a.temperature = kConfigs[c].T;
+    a.top_k = kConfigs[c].k;
+    a.top_p = kConfigs[c].p;
+    a.min_p = kConfigs[c].min_p;
+    a.seed = 5;
+    Sampler s(V, rows, rows);
+    Outputs ref = run_sample_probs(s, a, V);
+    for (int32_t pd : {DDS_DTYPE_BF16, DDS_DTYPE_F16}) {
+      ShardRun sr = run_sharded(V, a, make_slices(V, 4, "tiny", 3), true, 64, true, pd);
+      CHECK(compare(sr.out, ref, rows) == 0);
+      int bad = 0;
+      for (size_t e = 0; e < sr.probs.size(); ++e) {
+        const float want = pd == DDS_DTYPE_BF16 ? dds::bf16_to_f32(dds::f32_to_bf16(ref.probs[e]))
+                                                : dds::f16_to_f32(dds::f32_to_f16(ref.probs[e]));
+        bad += std::fabs(sr.probs[e] - want) > 1e-2f * std::fabs(want) + 1e-7f;
+      }
+      CHECK(bad == 0);
     }
   }
 }
