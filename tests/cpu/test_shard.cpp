@@ -218,6 +218,11 @@ std::vector<float> make_logits(int32_t V, int32_t rows, uint64_t seed) {
     }
     if (kind == 7 && r % 16 == 15)  // empty row
       for (int32_t t = 0; t < V; ++t) p[t] = -kInf;
+    if (kind == 7 && r % 16 == 7 && V > 10) {  // NaN (-> -inf) and +inf (-> FLT_MAX) columns
+      p[3] = kNaN;
+      p[V - 2] = kInf;
+      p[V / 2] = kInf;
+    }
   }
   return x;
 }
@@ -423,6 +428,18 @@ TEST_CASE("shard: mixed per-request parameters, ragged and empty requests, posit
       CHECK(compare(sr.out, ref, rows) == 0);
     }
   }
+}
+
+TEST_CASE("shard: tiny vocabularies (V = 1, 7, 1025), one column per rank") {
+  int total_diff = 0;
+  const int32_t cases[][2] = {{1, 1}, {7, 7}, {7, 3}, {1025, 8}, {1025, 2}};
+  uint64_t seed = 300;
+  for (const auto& vr : cases)
+    for (int c : {0, 2, 5, 7, 11, 14, 16}) {
+      run_case(vr[0], 8, vr[1], "even", kConfigs[c], seed % 2 == 0, vr[0] < 100, seed, &total_diff);
+      ++seed;
+    }
+  CHECK(total_diff == 0);
 }
 
 TEST_CASE("shard: probs in bf16 and f16") {
