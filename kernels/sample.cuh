@@ -35,7 +35,8 @@ constexpr int kB = kBlockSize;  // 1024
 constexpr int kRowWarps = 8;    // warps per CTA of row_pass_kernel
 constexpr int kFilterThreads = 1024;
 constexpr int kHistBins = 2048;
-constexpr int kSmemRowMax = 40960;  // filter rows up to this many columns live in shared memory
+constexpr int kSmemRowMax = 40960;
+constexpr int kProbsChunk = 8192;  // columns per CTA of probs_kernel  // filter rows up to this many columns live in shared memory
 
 // Per-block record of the row pass (32 bytes).
 struct BlockRec {
@@ -240,6 +241,23 @@ __device__ __forceinline__ float xform(float l, float invT) {
   return a;
 }
 
+// §2 without the banned-token rule (the row pass patches that one column separately):
+// NaN -> -inf, +inf -> FLT_MAX in three instructions.
+__device__ __forceinline__ float sanitize_fast(float v) {
+  return (v == v) ? fminf(v, FLT_MAX) : neg_inf();
+}
+__device__ __forceinline__ float make_l_nb(float c, float u, bool guided, float g) {
+  float v = c;
+  if (guided) v = (c == neg_inf() || u == neg_inf()) ? neg_inf() : __fmaf_rn(g, __fsub_rn(c, u), c);
+  return sanitize_fast(v);
+}
+// 2^x (MUFU.EX2, flushes results below 2^-126 to 0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Loads the VEC values of columns [c0, c0 + VEC) of a row; columns >= V read as -inf.
 template <int DT>
 __device__ __forceinline__ void load_vec(const typename Elt<DT>::T* rowp, int c0, int V, bool vec,
@@ -288,7 +306,8 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
         const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
 #pragma unroll
         for (int e = 0; e < VEC; ++e)
-          lv[j * VEC + e] = make_l(Elt<DT>::cvt(ce[e]), Elt<DT>::cvt(ue[e]), true, q.g, c0 + e, P.banned);
+          lv[j * VEC + e] = make_l_nb(Elt<DT>::cvt(ce[e]), Elt<DT>::cvt(ue[e]), true, q.g);
+        (void)c0;
       }
     } else {
 #pragma unroll
@@ -296,9 +315,17 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
         const T* ce = reinterpret_cast<const T*>(&cr[j]);
         const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
 #pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          lv[j * VEC + e] = make_l(Elt<DT>::cvt(ce[e]), 0.f, false, 0.f, c0 + e, P.banned);
+        for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = sanitize_fast(Elt<DT>::cvt(ce[e]));
+        (void)c0;
       }
+    }
+    // The banned column, if it lies in this block: one lane patches it (unrolled, no local memory).
+    const int bo = P.banned - blk * kB;
+    if (bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane) {
+      const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
+#pragma unroll
+      for (int e = 0; e < 32; ++e)
+        if (e == idx) lv[e] = neg_inf();
     }
     return;
   }
@@ -461,7 +488,7 @@ __device__ __forceinline__ void write_outputs(const SampleParams& P, int row, in
 // ------------------------------------------------------------------------------------------------
 // Unfiltered rows: one warp per block, last warp of the row finishes.
 template <int DT>
-__device__ void finish_row(const SampleParams& P, const Req& q, int row, int lane) {
+__device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int row, int lane) {
   const int nb = P.nblocks;
   const BlockRec* recs = P.recs + (long long)row * nb;
   // Merge argmax / second and find the global maxima.
@@ -608,7 +635,7 @@ __device__ void finish_row(const SampleParams& P, const Req& q, int row, int lan
 }
 
 template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32) row_pass_kernel(SampleParams P) {
+__global__ void __launch_bounds__(kRowWarps * 32) row_pass_kernel(const __grid_constant__ SampleParams P) {
   const int lane = threadIdx.x & 31;
   const long long gw = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
   if (gw >= (long long)P.num_rows * P.nblocks) return;
@@ -619,54 +646,88 @@ __global__ void __launch_bounds__(kRowWarps * 32) row_pass_kernel(SampleParams P
   if (is_filtered(q, P.V)) return;
   float lv[32];
   load_block_l<DT>(P, q, row, blk, lane, lv);
-  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  // Top-2 by min/max (3 instructions per value), then the first column of the maximum.
+  float m1 = neg_inf(), m2 = neg_inf();
 #pragma unroll
   for (int e = 0; e < 32; ++e) {
-    const float v = lv[e];
-    if (v > t.m1) {
-      t.m2 = t.m1;
-      t.m1 = v;
-      t.i1 = e;
-    } else if (v > t.m2) {
-      t.m2 = v;
-    }
+    m2 = fmaxf(m2, fminf(m1, lv[e]));
+    m1 = fmaxf(m1, lv[e]);
   }
-  // lane-local index -> column (elements visited in increasing column order within a lane, so
-  // the first maximum is kept by the strict comparison above).
-  if (t.i1 != INT_MAX) t.i1 = col_of<DT>(blk, lane, t.i1);
-  t = warp_top2(t);
+  const float M = warp_max(m1);
+  const unsigned at_max = __ballot_sync(0xffffffffu, m1 == M);
+  float sec = (m1 == M) ? m2 : m1;
+  sec = warp_max(sec);
+  if (__popc(at_max) > 1) sec = M;
+  int amax = INT_MAX;
+  if (m1 == M && M != neg_inf()) {
+#pragma unroll
+    for (int e = 31; e >= 0; --e)
+      if (lv[e] == M) amax = col_of<DT>(blk, lane, e);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = min(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   BlockRec rec;
-  rec.maxl = t.m1;
-  rec.second = t.m2;
-  rec.amax = t.i1;
+  rec.maxl = M;
+  rec.second = sec;
+  rec.amax = amax;
   rec.sa = rec.ea = rec.sl = rec.el = 0.f;
   rec.pad = 0;
-  if (t.m1 != neg_inf()) {
-    if (!q.greedy) {
-      const float ma = xform(t.m1, q.invT);
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  if (M != neg_inf()) {
+    const bool want_e = P.want_stats && !P.stats_guided;
+    if (!q.greedy && q.invT == 1.f) {
+      // a == l: one exp pass serves sampling and both statistics modes.
       float s = 0.f, en = 0.f;
-      const bool want_e = P.want_stats && !P.stats_guided;
+      if (want_e || P.stats_guided) {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        const float d = fmaxf(xform(lv[e], q.invT) - ma, -1000.f);
-        const float x = fexp(d);
-        s += x;
-        if (want_e) en = fmaf(x, d, en);
-      }
-      rec.sa = warp_sum(s);
-      if (want_e) rec.ea = warp_sum(en);
-    }
-    if (P.want_stats && P.stats_guided) {
-      float s = 0.f, en = 0.f;
+        for (int e = 0; e < 32; ++e) {
+          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
+          const float x = ex2(d);
+          s += x;
+          en = fmaf(x, d, en);
+        }
+        en = warp_sum(en) * kLn2;
+      } else {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        const float d = fmaxf(lv[e] - t.m1, -1000.f);
-        const float x = fexp(d);
-        s += x;
-        en = fmaf(x, d, en);
+        for (int e = 0; e < 32; ++e) s += ex2((lv[e] - M) * kLog2e);
       }
-      rec.sl = warp_sum(s);
-      rec.el = warp_sum(en);
+      s = warp_sum(s);
+      rec.sa = s;
+      rec.ea = en;
+      rec.sl = s;
+      rec.el = en;
+    } else {
+      if (!q.greedy) {
+        const float ma = xform(M, q.invT);
+        const float invT = q.invT;
+        float s = 0.f, en = 0.f;
+        if (want_e) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float d = fmaxf((fminf(lv[e] * invT, FLT_MAX) - ma) * kLog2e, -1000.f);
+            const float x = ex2(d);
+            s += x;
+            en = fmaf(x, d, en);
+          }
+          rec.ea = warp_sum(en) * kLn2;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) s += ex2((fminf(lv[e] * invT, FLT_MAX) - ma) * kLog2e);
+        }
+        rec.sa = warp_sum(s);
+      }
+      if (P.want_stats && P.stats_guided) {
+        float s = 0.f, en = 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
+          const float x = ex2(d);
+          s += x;
+          en = fmaf(x, d, en);
+        }
+        rec.sl = warp_sum(s);
+        rec.el = warp_sum(en) * kLn2;
+      }
     }
   }
   int last = 0;
@@ -698,13 +759,24 @@ __device__ __forceinline__ uint32_t fkey(float a) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+constexpr int kCandCap = 4096;  // candidate list of the filter kernel (ids + l values)
+constexpr bool kUseCandidates = true;
+
 struct FilterSmem {
+  float tmax[kFilterThreads];  // per-thread maxima of l (pass 1)
+  int cand_id[kCandCap];
+  float cand_l[kCandCap];
+  int ncand;
   uint32_t cnt[kHistBins];
   unsigned long long mass[kHistBins];
   double redd[32];
   int redi[32];
   float redf[32];
   float redf2[32];
+  double resd[4];
+  float resf[3];
+  int resi;
+  int resn;
   uint32_t sel_key;
   unsigned long long sel_above_mass;
   int sel_above_cnt;
@@ -770,12 +842,23 @@ struct RowSrc {
   }
 };
 
+// A list source: (id[j], l[j]) for j < n (id == nullptr: id = j). Same for_each contract.
+struct CandSrc {
+  const int* id;
+  const float* l;
+  int n;
+  template <typename F>
+  __device__ __forceinline__ void for_each(F f) const {
+    for (int j = threadIdx.x; j < n; j += blockDim.x) f(id ? id[j] : j, l[j]);
+  }
+};
+
 // CTA-wide radix select: among the columns for which f(t, l, &key, &mass) returns true, finds
 // the key K at which the count (mode 0: reaching `need`) or the fixed-point mass (mode 1:
 // reaching `target`) accumulated from the largest key down first reaches the goal. Results in sm:
 // sel_key = K, sel_above_cnt / sel_above_mass = strictly above K, sel_eq_cnt = count at K.
-template <int DT, typename F>
-__device__ void radix_select(FilterSmem& sm, const RowSrc<DT>& src, int mode, long long need,
+template <typename Src, typename F>
+__device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long need,
                              double target, F f) {
   const int tid = threadIdx.x;
   uint32_t prefix = 0, pmask = 0;
@@ -884,10 +967,10 @@ __device__ __forceinline__ int cta_argmax(FilterSmem& sm, double v, int id) {
     double w = lane < (int)(blockDim.x >> 5) ? sm.redd[lane] : 0.0;
     int i = lane < (int)(blockDim.x >> 5) ? sm.redi[lane] : INT_MAX;
     warp_argmax(w, i);
-    if (lane == 0) sm.redi[0] = i;
+    if (lane == 0) sm.resi = i;
   }
   __syncthreads();
-  const int r = sm.redi[0];
+  const int r = sm.resi;
   __syncthreads();
   return r;
 }
@@ -941,6 +1024,8 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     Top2 o{v, c, neg_inf()};
     t = top2_merge(t, o);
   });
+  sm.tmax[tid] = t.m1;
+  const int n_tf = __syncthreads_count(t.m1 != neg_inf());
   t = warp_top2(t);
   n0 = warp_sumi(n0);
   if (lane == 0) {
@@ -955,17 +1040,17 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     w = warp_top2(w);
     int n = warp_sumi((int)sm.cnt[lane]);
     if (lane == 0) {
-      sm.redf[0] = w.m1;
-      sm.redi[0] = w.i1;
-      sm.redf2[0] = w.m2;
-      sm.sel_eq_cnt = n;
+      sm.resf[0] = w.m1;
+      sm.resi = w.i1;
+      sm.resf[1] = w.m2;
+      sm.resn = n;
     }
   }
   __syncthreads();
-  const float Ml = sm.redf[0];
-  const int amax = sm.redi[0];
-  const float second_l = sm.redf2[0];
-  n0 = sm.sel_eq_cnt;
+  const float Ml = sm.resf[0];
+  const int amax = sm.resi;
+  const float second_l = sm.resf[1];
+  n0 = sm.resn;
   __syncthreads();
   if (srow) src.srow = srow;
   if (n0 == 0) {
@@ -979,91 +1064,136 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   // Kept prefix (kthr, cid): key > kthr || (key == kthr && t <= cid). Initially every column.
   uint32_t kthr = 0;
   int cid = INT_MAX;
-  // The rr-th smallest id among the columns at key K inside the current prefix.
-  auto tie_cut = [&](uint32_t K, int rr) -> int {
-    radix_select<DT>(sm, src, 0, rr, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
-      if (l == neg_inf()) return false;
-      const uint32_t kk = fkey(xform(l, invT));
-      if (kk != K) return false;
-      if (kk == kthr && c > cid) return false;
-      key = ~(uint32_t)c;
-      ms = 0;
-      return true;
-    });
-    return (int)~sm.sel_key;
-  };
-  if (q.k > 0 && q.k < n0) {
-    radix_select<DT>(sm, src, 0, q.k, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
-      if (l == neg_inf()) return false;
-      key = fkey(xform(l, invT));
-      ms = 0;
-      return true;
-    });
-    const uint32_t K = sm.sel_key;
-    const int rr = q.k - sm.sel_above_cnt;
-    const int eq = sm.sel_eq_cnt;
-    __syncthreads();
-    int c2 = INT_MAX;
-    if (rr < eq) c2 = tie_cut(K, rr);
-    kthr = K;
-    cid = c2;
-  }
-  if (q.p < 1.f) {
-    if (q.p <= 0.f) {
-      const uint32_t K = fkey(m);
-      const int c2 = tie_cut(K, 1);
-      kthr = K;
-      cid = c2;
-    } else {
-      // Z1 over the current prefix, in fixed point.
-      unsigned long long z = 0;
-      src.for_each([&](int c, float l) {
-        if (l == neg_inf()) return;
-        const float a = xform(l, invT);
-        const uint32_t kk = fkey(a);
-        if (kk < kthr || (kk == kthr && c > cid)) return;
-        z += __double2ull_rn(exp((double)a - md) * kMassScale);
-      });
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
-      if (lane == 0) sm.mass[warp] = z;
-      __syncthreads();
-      if (warp == 0) {
-        unsigned long long w = sm.mass[lane];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-        if (lane == 0) sm.sel_above_mass = w;
-      }
-      __syncthreads();
-      const double target = (double)q.p * (double)sm.sel_above_mass;
-      __syncthreads();
-      radix_select<DT>(sm, src, 1, 0, target, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+
+  // Candidates: when top-k is on, every kept column has a key >= the k-th largest per-thread
+  // maximum (those are k distinct columns); when the row has few finite columns, all of them.
+  // The list (in shared memory) then replaces the row for every selection pass and the sums.
+  bool cand = false;
+  if (kUseCandidates && ((q.k > 0 && q.k < n0) || n0 <= kCandCap)) {
+    uint32_t tau = 0;
+    if (q.k > 0 && q.k < n0 && q.k <= n_tf && n0 > kCandCap) {
+      CandSrc ts{nullptr, sm.tmax, (int)blockDim.x};
+      radix_select(sm, ts, 0, q.k, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
         if (l == neg_inf()) return false;
-        const float a = xform(l, invT);
-        const uint32_t kk = fkey(a);
-        if (kk < kthr || (kk == kthr && c > cid)) return false;
-        key = kk;
-        ms = __double2ull_rn(exp((double)a - md) * kMassScale);
+        key = fkey(xform(l, invT));
+        ms = 0;
+        return true;
+      });
+      tau = sm.sel_key;
+    }
+    if (tid == 0) sm.ncand = 0;
+    __syncthreads();
+    src.for_each([&](int c, float l) {
+      const bool want = l != neg_inf() && fkey(xform(l, invT)) >= tau;
+      const unsigned act = __activemask();
+      const unsigned bal = __ballot_sync(act, want);
+      if (!bal) return;
+      const int leader = __ffs(bal) - 1;
+      int base = 0;
+      if (lane == leader) base = atomicAdd(&sm.ncand, __popc(bal));
+      base = __shfl_sync(act, base, leader);
+      if (want) {
+        const int j = base + __popc(bal & ((1u << lane) - 1u));
+        if (j < kCandCap) {
+          sm.cand_id[j] = c;
+          sm.cand_l[j] = l;
+        }
+      }
+    });
+    __syncthreads();
+    cand = sm.ncand <= kCandCap;
+  }
+  const CandSrc csrc{sm.cand_id, sm.cand_l, cand ? sm.ncand : 0};
+
+  auto select = [&](const auto& S) {
+    // The rr-th smallest id among the columns at key K inside the current prefix.
+    auto tie_cut = [&](uint32_t K, int rr) -> int {
+      radix_select(sm, S, 0, rr, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+        if (l == neg_inf()) return false;
+        const uint32_t kk = fkey(xform(l, invT));
+        if (kk != K) return false;
+        if (kk == kthr && c > cid) return false;
+        key = ~(uint32_t)c;
+        ms = 0;
+        return true;
+      });
+      return (int)~sm.sel_key;
+    };
+    if (q.k > 0 && q.k < n0) {
+      radix_select(sm, S, 0, q.k, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+        if (l == neg_inf()) return false;
+        key = fkey(xform(l, invT));
+        ms = 0;
         return true;
       });
       const uint32_t K = sm.sel_key;
-      const unsigned long long A = sm.sel_above_mass;
+      const int rr = q.k - sm.sel_above_cnt;
       const int eq = sm.sel_eq_cnt;
       __syncthreads();
-      const uint32_t ub = (K & 0x80000000u) ? (K & 0x7fffffffu) : ~K;  // fkey^-1
-      const double e = (double)__double2ull_rn(exp((double)__uint_as_float(ub) - md) * kMassScale);
-      long long nk;
-      if ((double)A >= target) nk = 1;
-      else nk = (long long)ceil((target - (double)A) / e);
-      if (nk < 1) nk = 1;
-      if (nk < eq) {
-        cid = tie_cut(K, (int)nk);
-      } else if (K != kthr) {
-        cid = INT_MAX;
-      }
+      int c2 = INT_MAX;
+      if (rr < eq) c2 = tie_cut(K, rr);
       kthr = K;
+      cid = c2;
     }
-  }
+    if (q.p < 1.f) {
+      if (q.p <= 0.f) {
+        const uint32_t K = fkey(m);
+        const int c2 = tie_cut(K, 1);
+        kthr = K;
+        cid = c2;
+      } else {
+        // Z1 over the current prefix, in fixed point.
+        unsigned long long z = 0;
+        S.for_each([&](int c, float l) {
+          if (l == neg_inf()) return;
+          const float a = xform(l, invT);
+          const uint32_t kk = fkey(a);
+          if (kk < kthr || (kk == kthr && c > cid)) return;
+          z += __double2ull_rn(exp((double)a - md) * kMassScale);
+        });
+  #pragma unroll
+        for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
+        if (lane == 0) sm.mass[warp] = z;
+        __syncthreads();
+        if (warp == 0) {
+          unsigned long long w = sm.mass[lane];
+  #pragma unroll
+          for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+          if (lane == 0) sm.sel_above_mass = w;
+        }
+        __syncthreads();
+        const double target = (double)q.p * (double)sm.sel_above_mass;
+        __syncthreads();
+        radix_select(sm, S, 1, 0, target, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+          if (l == neg_inf()) return false;
+          const float a = xform(l, invT);
+          const uint32_t kk = fkey(a);
+          if (kk < kthr || (kk == kthr && c > cid)) return false;
+          key = kk;
+          ms = __double2ull_rn(exp((double)a - md) * kMassScale);
+          return true;
+        });
+        const uint32_t K = sm.sel_key;
+        const unsigned long long A = sm.sel_above_mass;
+        const int eq = sm.sel_eq_cnt;
+        __syncthreads();
+        const uint32_t ub = (K & 0x80000000u) ? (K & 0x7fffffffu) : ~K;  // fkey^-1
+        const double e = (double)__double2ull_rn(exp((double)__uint_as_float(ub) - md) * kMassScale);
+        long long nk;
+        if ((double)A >= target) nk = 1;
+        else nk = (long long)ceil((target - (double)A) / e);
+        if (nk < 1) nk = 1;
+        if (nk < eq) {
+          cid = tie_cut(K, (int)nk);
+        } else if (K != kthr) {
+          cid = INT_MAX;
+        }
+        kthr = K;
+      }
+    }
+  };
+  if (cand) select(csrc);
+  else select(src);
   float amin = neg_inf();
   if (q.minp > 0.f) {
     if (tid == 0) {
@@ -1098,7 +1228,31 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   const int nchunks = (V + kChunk - 1) / kChunk;
   double Z = 0, E = 0, Zl = 0, El = 0;
   int nk = 0;
-  {
+  const bool cand_sums = cand && !P.stats_guided;
+  unsigned long long* bsum = reinterpret_cast<unsigned long long*>(P.recs + (long long)row * nb);  // [nb][4]
+  constexpr double kFix = 1099511627776.0;  // 2^40
+  if (cand_sums) {
+    // Sums over the kept set from the candidate list, in 64-bit fixed point (order-independent).
+    for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
+    __syncthreads();
+    unsigned long long zf = 0;
+    long long ef = 0;
+    constexpr float kLog2e = 1.4426950408889634f;
+    for (int j = tid; j < csrc.n; j += blockDim.x) {
+      const int c = csrc.id[j];
+      const float a = xform(csrc.l[j], invT);
+      if (!in_k(c, a)) continue;
+      const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
+      const float x = ex2(d2);
+      const unsigned long long ux = __double2ull_rn((double)x * kFix);
+      atomicAdd(&bsum[(c >> 10) * 4], ux);
+      zf += ux;
+      ef += __double2ll_rn((double)(x * d2) * (0.6931471805599453 * kFix));
+      ++nk;
+    }
+    Z = (double)zf / kFix;
+    E = (double)ef / kFix;
+  } else {
     const int step = blockDim.x * VEC;
     const int Vr = nchunks * kChunk;
     for (int b0 = tid * VEC; b0 < Vr; b0 += step * kUnroll) {
@@ -1165,19 +1319,19 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     elv = warp_sumd(elv);
     n = warp_sumi(n);
     if (lane == 0) {
-      sm.redd[0] = z;
-      sm.redd[1] = e;
-      sm.redd[2] = zl;
-      sm.redd[3] = elv;
-      sm.sel_eq_cnt = n;
+      sm.resd[0] = z;
+      sm.resd[1] = e;
+      sm.resd[2] = zl;
+      sm.resd[3] = elv;
+      sm.resn = n;
     }
   }
   __syncthreads();
-  Z = sm.redd[0];
-  E = sm.redd[1];
-  Zl = sm.redd[2];
-  El = sm.redd[3];
-  const int nkept = sm.sel_eq_cnt;
+  Z = sm.resd[0];
+  E = sm.resd[1];
+  Zl = sm.resd[2];
+  El = sm.resd[3];
+  const int nkept = sm.resn;
   __syncthreads();
 
   // Winning block: its kept sum from the chunk partials (fixed order), float64 scores.
@@ -1186,8 +1340,12 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   int bbest = INT_MAX;
   for (int b = tid; b < nb; b += blockDim.x) {
     float s = 0.f;
-    for (int sl = 0; sl < kSlots; ++sl)
-      if (b * kSlots + sl < nchunks) s += part[b * 8 + sl];
+    if (cand_sums) {
+      s = (float)((double)__ldcg(&bsum[b * 4]) / kFix);
+    } else {
+      for (int sl = 0; sl < kSlots; ++sl)
+        if (b * kSlots + sl < nchunks) s += part[b * 8 + sl];
+    }
     if (!(s > 0.f)) continue;
     const double score = (md + log((double)s)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
     argmax_merge(best, bbest, score, b);
@@ -1257,7 +1415,8 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
 // ------------------------------------------------------------------------------------------------
 // Probabilities (after the row kernels): one CTA of 256 threads per (row, 4096-column chunk).
 template <int DT>
-__global__ void __launch_bounds__(256) probs_kernel(SampleParams P, int chunks) {
+__global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ SampleParams P, int chunks) {
+  constexpr int VEC = Elt<DT>::VEC;
   const long long bid = blockIdx.x;
   const int row = (int)(bid / chunks);
   const int chunk = (int)(bid - (long long)row * chunks);
@@ -1269,27 +1428,58 @@ __global__ void __launch_bounds__(256) probs_kernel(SampleParams P, int chunks) 
   const int i = row - q.row_begin;
   const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
   const T* urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + i) * P.uncond_stride : nullptr;
-  const int c0 = chunk * 4096;
-  const int c1 = min(P.V, c0 + 4096);
-  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
-    float pv = 0.f;
-    if (ri.mode == 1) {
-      pv = (c == ri.token) ? 1.f : 0.f;
-    } else if (ri.mode != 3) {
-      const float cv = Elt<DT>::cvt(crow[c]);
-      const float uv = q.guided ? Elt<DT>::cvt(urow[c]) : 0.f;
-      const float l = make_l(cv, uv, q.guided, q.g, c, P.banned);
-      if (l != neg_inf()) {
-        const float x = ri.use_a ? xform(l, ri.invT) : l;
-        bool keep = true;
+  const int odt = P.probs_dtype;
+  const int osz = odt == 0 ? 4 : 2;
+  char* orow = reinterpret_cast<char*>(P.probs) + (long long)row * P.probs_stride * osz;
+  const bool ovec = ((uintptr_t)P.probs % 16 == 0) && ((P.probs_stride * osz) % 16 == 0);
+  const bool vec = P.vec_ok != 0;
+  const float lhi = (float)ri.logZ;
+  const float llo = (float)(ri.logZ - (double)lhi);
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int cbeg = chunk * kProbsChunk;
+  const int cend = min(P.V, cbeg + kProbsChunk);
+  for (int c0 = cbeg + threadIdx.x * VEC; c0 < cend; c0 += blockDim.x * VEC) {
+    float pv[VEC];
+    if (ri.mode == 1 || ri.mode == 3) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) pv[e] = (ri.mode == 1 && c0 + e == ri.token) ? 1.f : 0.f;
+    } else {
+      float cv[VEC], uv[VEC];
+      load_vec<DT>(crow, c0, P.V, vec, cv);
+      if (q.guided) load_vec<DT>(urow, c0, P.V, vec, uv);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float l = make_l(cv[e], q.guided ? uv[e] : 0.f, q.guided, q.g, c0 + e, P.banned);
+        float x = ri.use_a ? xform(l, ri.invT) : l;
+        bool keep = l != neg_inf();
         if (ri.mode == 2) {
           const uint32_t kk = fkey(x);
-          keep = (kk > ri.kthr || (kk == ri.kthr && c <= ri.cid)) && x >= ri.amin;
+          keep = keep && (kk > ri.kthr || (kk == ri.kthr && c0 + e <= ri.cid)) && x >= ri.amin;
         }
-        if (keep) pv = expf((float)((double)x - ri.logZ));
+        pv[e] = keep ? ex2(((x - lhi) - llo) * kLog2e) : 0.f;
       }
     }
-    store_prob(P.probs, P.probs_dtype, (long long)row * P.probs_stride + c, pv);
+    if (ovec && c0 + VEC <= P.V) {
+      if (odt == 0) {
+#pragma unroll
+        for (int h = 0; h < VEC; h += 4)
+          *reinterpret_cast<float4*>(orow + (long long)(c0 + h) * 4) = make_float4(pv[h], pv[h + 1], pv[h + 2], pv[h + 3]);
+      } else {
+        uint32_t w[VEC / 2];
+#pragma unroll
+        for (int h = 0; h < VEC / 2; ++h) {
+          const uint32_t lo = odt == 1 ? f32_to_bf16(pv[2 * h]) : f32_to_f16(pv[2 * h]);
+          const uint32_t hi = odt == 1 ? f32_to_bf16(pv[2 * h + 1]) : f32_to_f16(pv[2 * h + 1]);
+          w[h] = lo | (hi << 16);
+        }
+        if (VEC == 4) *reinterpret_cast<uint2*>(orow + (long long)c0 * 2) = make_uint2(w[0], w[1]);
+        else *reinterpret_cast<uint4*>(orow + (long long)c0 * 2) = make_uint4(w[0], w[1 % (VEC / 2)], w[2 % (VEC / 2)], w[3 % (VEC / 2)]);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        if (c0 + e < P.V) store_prob(orow, odt, c0 + e, pv[e]);
+    }
   }
 }
 
@@ -1340,7 +1530,7 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     filter_kernel<DT><<<P.num_rows, kFilterThreads, filter_smem_bytes(P.V, P.smem_row), s>>>(P);
   }
   if (P.probs) {
-    const int chunks = (P.V + 4095) / 4096;
+    const int chunks = (P.V + kProbsChunk - 1) / kProbsChunk;
     probs_kernel<DT><<<(unsigned)((long long)P.num_rows * chunks), 256, 0, s>>>(P, chunks);
   }
   if (P.request_status) status_kernel<<<(P.num_requests + 127) / 128, 128, 0, s>>>(P);

@@ -10,7 +10,9 @@
 #
 # Environment: OUT (log folder), BUILD (build dir, default build-gpu), GPU_CHECK_ONLY (space-
 # separated step names to run, default all), BENCH_ARGS (e.g. --quick), SANITIZE_EXCLUDE (doctest
-# -tce filter: test cases the sanitizer runs skip), SANITIZE_TIMEOUT (seconds per sanitizer step, default 300).
+# -tce filter: test cases the sanitizer runs skip), SANITIZE_TIMEOUT (seconds per
+# sanitizer run of one test binary, default 300), RACECHECK_EXCLUDE (racecheck's own -tce filter;
+# default SANITIZE_EXCLUDE), SANITIZE_BINARIES (regex of test binary names the sanitizers run).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -31,6 +33,8 @@ step() {
   return 0
 }
 gpu_tests() { ls "$BUILD"/tests/test_gpu_* 2>/dev/null | grep -v '\.' ; }
+# Binaries the sanitizers run (basename regex; default all GPU test binaries).
+san_tests() { gpu_tests | grep -E "/(${SANITIZE_BINARIES:-test_gpu_.*})\$" ; }
 run_gpu_tests() {
   local rc=0
   for t in $(gpu_tests); do
@@ -41,11 +45,13 @@ run_gpu_tests() {
 }
 sanitize() {
   local tool=$1 rc=0
-  for t in $(gpu_tests); do
+  for t in $(san_tests); do
     echo "--- compute-sanitizer --tool $tool $t"
     local args=()
-    [ -n "${SANITIZE_EXCLUDE:-}" ] && args+=("-tce=${SANITIZE_EXCLUDE}")
-    compute-sanitizer --tool "$tool" --error-exitcode 3 "$t" "${args[@]}" || rc=1
+    local ex=${SANITIZE_EXCLUDE:-}
+    [ "$tool" = racecheck ] && ex=${RACECHECK_EXCLUDE:-$ex}
+    [ -n "$ex" ] && args+=("-tce=$ex")
+    timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$t" "${args[@]}" || rc=1
   done
   return $rc
 }
@@ -59,8 +65,8 @@ build() {
 step build build
 step gpu-tests run_gpu_tests
 step bench "$BUILD"/bench/dds_bench ${BENCH_ARGS:-}
-step memcheck timeout "${SANITIZE_TIMEOUT:-300}" bash -c "$(declare -f gpu_tests sanitize); BUILD=$BUILD SANITIZE_EXCLUDE='${SANITIZE_EXCLUDE:-}' sanitize memcheck"
-step racecheck timeout "${SANITIZE_TIMEOUT:-300}" bash -c "$(declare -f gpu_tests sanitize); BUILD=$BUILD SANITIZE_EXCLUDE='${SANITIZE_EXCLUDE:-}' sanitize racecheck"
+step memcheck sanitize memcheck
+step racecheck sanitize racecheck
 # (append new steps above this line)
 # --- SUMMARY -----------------------------------------------------------------------------------
 {

@@ -361,6 +361,14 @@ TEST_CASE("parity: small shapes (V = 1, 7, 1025; rows 1, 3, 257; every dtype)") 
   }
 }
 
+TEST_CASE("sanitizer: small mixed batches (both filter paths, every kernel)") {
+  // Small enough for compute-sanitizer racecheck; V = 5000 takes the filter kernel's
+  // candidate path (top-k) and its whole-row path (top-p / min-p), V = 1025 the all-candidates one.
+  parity(1025, 40, DDS_DTYPE_BF16, 301, 0, true, DDS_STATS_PROCESSED, true, DDS_DTYPE_F32);
+  parity(5000, 40, DDS_DTYPE_F32, 302, 3, false, DDS_STATS_PROCESSED, true, DDS_DTYPE_BF16);
+  parity(5000, 27, DDS_DTYPE_F16, 303, 0, true, DDS_STATS_GUIDED, true, DDS_DTYPE_F16);
+}
+
 TEST_CASE("parity: 4096 rows x 1025") {
   parity(1025, 4096, DDS_DTYPE_BF16, 101, 0, true, DDS_STATS_PROCESSED, false, 0);
   parity(1025, 4096, DDS_DTYPE_F32, 102, 0, false, DDS_STATS_GUIDED, true, DDS_DTYPE_BF16);
