@@ -11,7 +11,8 @@
 #
 # Environment: DDS_FUZZ_SECONDS (per target, default 60; 0 skips fuzzing but still replays the
 # corpus), DDS_JOBS (build and test jobs, default 2), DDS_SAN_CC / DDS_SAN_CXX (compiler of
-# steps 1-2, default gcc / g++; clang works too), DDS_REL_STEPS (default "asan tsan fuzz").
+# step 1, default gcc / g++; clang / clang++ works too, in build-asan-clang/; step 2 always uses
+# gcc), DDS_REL_STEPS (default "asan tsan fuzz").
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "$0")/common.sh"
@@ -22,6 +23,8 @@ FUZZ_SECONDS="${DDS_FUZZ_SECONDS:-60}"
 STEPS="${DDS_REL_STEPS:-asan tsan fuzz}"
 SAN_CC="${DDS_SAN_CC:-gcc}"
 SAN_CXX="${DDS_SAN_CXX:-g++}"
+SFX="" # build folders per compiler (a CMake cache keeps its compiler)
+[[ "$SAN_CXX" == *clang* ]] && SFX="-clang"
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 t0=$SECONDS
@@ -29,18 +32,25 @@ results=()
 
 dds_ensure_c_deps
 
-# Configures BUILD_DIR with the sanitizer FLAGS for C, C++ and every link.
+# Configures BUILD_DIR with the sanitizer FLAGS for C, C++ and every link. libdds is a shared
+# library linked with --no-undefined: gcc links the sanitizer runtime into it by itself; clang
+# needs the shared runtime (-shared-libsan, found through an rpath).
 configure_sanitized() {
-  local dir="$1" flags="$2"
+  local dir="$1" flags="$2" link="$2"
   shift 2
+  if "$SAN_CXX" --version 2>/dev/null | grep -qi clang; then
+    local rt
+    rt="$(dirname "$("$SAN_CXX" -print-file-name=libclang_rt.asan-x86_64.so)")"
+    link="${flags} -shared-libsan -Wl,-rpath,${rt}"
+  fi
   CC="$SAN_CC" CXX="$SAN_CXX" cmake -S . -B "$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDDS_WITH_CUDA=OFF -DDDS_BUILD_BENCH=OFF -DDDS_BUILD_EXAMPLES=OFF \
     "-DCMAKE_C_FLAGS=${flags}" "-DCMAKE_CXX_FLAGS=${flags}" \
-    "-DCMAKE_EXE_LINKER_FLAGS=${flags}" "-DCMAKE_SHARED_LINKER_FLAGS=${flags}" "$@" >/dev/null
+    "-DCMAKE_EXE_LINKER_FLAGS=${link}" "-DCMAKE_SHARED_LINKER_FLAGS=${link}" "$@" >/dev/null
 }
 
 step_asan() {
-  local t=$SECONDS dir=build-asan
+  local t=$SECONDS dir="build-asan${SFX}"
   dds_log "reliability 1/3: ASan + UBSan + LSan build (${SAN_CXX}), ctest -L cpu in ${dir}"
   configure_sanitized "$dir" \
     "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -55,7 +65,9 @@ step_asan() {
 }
 
 step_tsan() {
-  local t=$SECONDS dir=build-tsan
+  # Always gcc: clang 14's shared TSan runtime (needed by a shared libdds) crashes at start-up
+  # in libstdc++'s initialisers on Debian bookworm.
+  local t=$SECONDS dir=build-tsan SAN_CC=gcc SAN_CXX=g++
   dds_log "reliability 2/3: ThreadSanitizer build (${SAN_CXX}), test_rel_threads in ${dir}"
   configure_sanitized "$dir" "-fsanitize=thread -fno-omit-frame-pointer"
   nice cmake --build "$dir" -j "$JOBS" --target test_rel_threads
