@@ -14,7 +14,7 @@
 //    or 64-bit fixed-point masses (top-p); ties at the boundary are resolved by a radix select on
 //    token ids. The kept set is always a prefix of the order (a desc, t asc), so it is described
 //    by (key threshold, last id at that key, min-p value threshold).
-//  * probs_kernel: writes the probability rows once the row's logZ is known (second read).
+//  * probs_kernel: writes the probability rows once the row's max and log-sum are known (second read).
 //  * status_kernel: per-request DDS_REQ_* bits (sanitisation flags | EMPTY_ROW of any row).
 #ifndef DDS_KERNELS_SAMPLE_CUH_
 #define DDS_KERNELS_SAMPLE_CUH_
@@ -52,7 +52,8 @@ struct BlockRec {
 
 // What the probs kernel needs per row.
 struct RowInfo {
-  double logZ;
+  double logS;   // log sum exp(x - M) over the support (stats as (x - M) - logS, docs §5)
+  float M;       // max x over the support
   int mode;      // 0: softmax(x) over K0; 1: one-hot `token`; 2: filtered prefix; 3: zeros
   int use_a;     // mode 0: x = a (processed) or l (guided)
   float invT;
@@ -235,9 +236,10 @@ __device__ __forceinline__ float make_l(float c, float u, bool guided, float g, 
   return v;
 }
 // §2 step 3: a = l * invT, +inf -> FLT_MAX.
+// A finite l whose product overflows to -inf stays in K0 as -FLT_MAX (docs §2 step 3).
 __device__ __forceinline__ float xform(float l, float invT) {
-  float a = __fmul_rn(l, invT);
-  if (a == -neg_inf()) a = FLT_MAX;
+  float a = fminf(__fmul_rn(l, invT), FLT_MAX);
+  if (a == neg_inf() && l != neg_inf()) a = -FLT_MAX;
   return a;
 }
 
@@ -462,7 +464,8 @@ __device__ __forceinline__ void write_empty(const SampleParams& P, int row) {
   if (P.margin) P.margin[row] = 0.f;
   if (P.entropy) P.entropy[row] = 0.f;
   RowInfo ri;
-  ri.logZ = 0;
+  ri.logS = 0;
+  ri.M = 0.f;
   ri.mode = 3;
   ri.use_a = 0;
   ri.invT = 1.f;
@@ -584,7 +587,7 @@ __device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int
   ri.amin = 0;
   double logprob = 0, conf = 1, margin = 1, ent = 0;
   if (P.stats_guided) {
-    const double logZ = (double)Ml + log(Zl);
+    const double logS = log(Zl);
     float xt = 0.f;
     if (P.logprobs) {
       // l of the token: recompute from memory (one element).
@@ -596,20 +599,22 @@ __device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int
         u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
       xt = make_l(c, u, q.guided, q.g, token, P.banned);
     }
-    logprob = (double)xt - logZ;
-    conf = exp((double)Ml - logZ);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp((double)t.m2 - logZ);
+    logprob = ((double)xt - (double)Ml) - logS;
+    conf = exp(-logS);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)t.m2 - (double)Ml) - logS);
     margin = conf - p2;
     ent = log(Zl) - El / Zl;
     ri.mode = 0;
     ri.use_a = 0;
-    ri.logZ = logZ;
+    ri.logS = logS;
+    ri.M = Ml;
   } else if (q.greedy) {
     ri.mode = 1;
     ri.use_a = 0;
-    ri.logZ = 0;
+    ri.logS = 0;
+    ri.M = 0.f;
   } else {
-    const double logZ = (double)Ma + log(Za);
+    const double logS = log(Za);
     float xt = 0.f;
     if (P.logprobs) {
       using T = typename Elt<DT>::T;
@@ -620,14 +625,15 @@ __device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int
         u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
       xt = xform(make_l(c, u, q.guided, q.g, token, P.banned), q.invT);
     }
-    logprob = (double)xt - logZ;
-    conf = exp((double)Ma - logZ);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp((double)xform(t.m2, q.invT) - logZ);
+    logprob = ((double)xt - (double)Ma) - logS;
+    conf = exp(-logS);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)xform(t.m2, q.invT) - (double)Ma) - logS);
     margin = conf - p2;
     ent = log(Za) - Ea / Za;
     ri.mode = 0;
     ri.use_a = 1;
-    ri.logZ = logZ;
+    ri.logS = logS;
+    ri.M = Ma;
   }
   if (ent < 0) ent = 0;
   write_outputs(P, row, token, amax, logprob, conf, margin, ent);
@@ -635,7 +641,7 @@ __device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int
 }
 
 template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32) row_pass_kernel(const __grid_constant__ SampleParams P) {
+__global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __grid_constant__ SampleParams P) {
   const int lane = threadIdx.x & 31;
   const long long gw = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
   if (gw >= (long long)P.num_rows * P.nblocks) return;
@@ -704,7 +710,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) row_pass_kernel(const __grid_c
         if (want_e) {
 #pragma unroll
           for (int e = 0; e < 32; ++e) {
-            const float d = fmaxf((fminf(lv[e] * invT, FLT_MAX) - ma) * kLog2e, -1000.f);
+            const float d = fmaxf((xform(lv[e], invT) - ma) * kLog2e, -1000.f);
             const float x = ex2(d);
             s += x;
             en = fmaf(x, d, en);
@@ -712,7 +718,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) row_pass_kernel(const __grid_c
           rec.ea = warp_sum(en) * kLn2;
         } else {
 #pragma unroll
-          for (int e = 0; e < 32; ++e) s += ex2((fminf(lv[e] * invT, FLT_MAX) - ma) * kLog2e);
+          for (int e = 0; e < 32; ++e) s += ex2((xform(lv[e], invT) - ma) * kLog2e);
         }
         rec.sa = warp_sum(s);
       }
@@ -1386,25 +1392,27 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     ri.amin = amin;
     const float lt = src.l(token);
     if (P.stats_guided) {
-      const double logZ = (double)Ml + log(Zl);
-      logprob = (double)lt - logZ;
-      conf = exp((double)Ml - logZ);
-      const double p2 = (second_l == neg_inf()) ? 0.0 : exp((double)second_l - logZ);
+      const double logS = log(Zl);
+      logprob = ((double)lt - (double)Ml) - logS;
+      conf = exp(-logS);
+      const double p2 = (second_l == neg_inf()) ? 0.0 : exp(((double)second_l - (double)Ml) - logS);
       margin = conf - p2;
       ent = log(Zl) - El / Zl;
       ri.mode = 0;
       ri.use_a = 0;
-      ri.logZ = logZ;
+      ri.logS = logS;
+      ri.M = Ml;
     } else {
-      const double logZ = md + log(Z);
-      logprob = (double)xform(lt, invT) - logZ;
-      conf = exp(md - logZ);
-      const double p2 = (nkept < 2) ? 0.0 : exp((double)xform(second_l, invT) - logZ);
+      const double logS = log(Z);
+      logprob = ((double)xform(lt, invT) - md) - logS;
+      conf = exp(-logS);
+      const double p2 = (nkept < 2) ? 0.0 : exp(((double)xform(second_l, invT) - md) - logS);
       margin = conf - p2;
       ent = log(Z) - E / Z;
       ri.mode = 2;
       ri.use_a = 1;
-      ri.logZ = logZ;
+      ri.logS = logS;
+      ri.M = m;
     }
     if (ent < 0) ent = 0;
     write_outputs(P, row, token, amax, logprob, conf, margin, ent);
@@ -1433,8 +1441,8 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
   char* orow = reinterpret_cast<char*>(P.probs) + (long long)row * P.probs_stride * osz;
   const bool ovec = ((uintptr_t)P.probs % 16 == 0) && ((P.probs_stride * osz) % 16 == 0);
   const bool vec = P.vec_ok != 0;
-  const float lhi = (float)ri.logZ;
-  const float llo = (float)(ri.logZ - (double)lhi);
+  const float rM = ri.M;
+  const float lS = (float)ri.logS;
   constexpr float kLog2e = 1.4426950408889634f;
   const int cbeg = chunk * kProbsChunk;
   const int cend = min(P.V, cbeg + kProbsChunk);
@@ -1456,7 +1464,7 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
           const uint32_t kk = fkey(x);
           keep = keep && (kk > ri.kthr || (kk == ri.kthr && c0 + e <= ri.cid)) && x >= ri.amin;
         }
-        pv[e] = keep ? ex2(((x - lhi) - llo) * kLog2e) : 0.f;
+        pv[e] = keep ? ex2(((x - rM) - lS) * kLog2e) : 0.f;
       }
     }
     if (ovec && c0 + VEC <= P.V) {
