@@ -568,7 +568,8 @@ __device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int
     double bv = 0;
     int bt = INT_MAX;
     for (int e = 0; e < 32; ++e) {
-      if (!(sf[e] >= thr)) continue;
+      // (thr may round to -inf at |a| ~ FLT_MAX: excluded columns stay out explicitly)
+      if (sf[e] == neg_inf() || !(sf[e] >= thr)) continue;
       const int col = bbest * kB + e * 32 + lane;
       const double v = (double)xform(load_l<DT>(P, q, row, col), q.invT) +
                        gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
@@ -1511,9 +1512,11 @@ inline size_t filter_smem_bytes(int V, bool smem_row) {
   return sizeof(FilterSmem) + (smem_row ? (size_t)V * sizeof(float) : 0);
 }
 
+// The largest dynamic shared memory any launch of the filter kernel asks for. Set once per
+// process and device, independent of the sampler's V (samplers of different V share the kernel).
 template <int DT>
-inline cudaError_t set_filter_attr(int V) {
-  const size_t bytes = filter_smem_bytes(V, V <= kSmemRowMax);
+inline cudaError_t set_filter_attr(int) {
+  const size_t bytes = filter_smem_bytes(kSmemRowMax, true);
   return cudaFuncSetAttribute(filter_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)bytes);
 }
