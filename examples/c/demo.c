@@ -12,8 +12,9 @@
  *      uses classifier-free guidance (its unconditional rows are the model without context),
  *      request 0 does not - a mixed batch. The MASK token is banned. Statistics are
  *      "guided" (temperature 1, no filters), which is what LLaDA / Fast-dLLM rank positions by;
- *   3. each request reveals its most confident positions (the schedule reveals the rest of the
- *      canvas evenly over STEPS steps); the canvas is printed with the step's timings.
+ *   3. dds_reveal (TOP_N, n = ceil(masked / steps left)) reveals each request's most confident
+ *      positions and writes their tokens into the canvas, on the same stream; the canvas is
+ *      printed with the step's timings.
  *
  * Backend: the CUDA backend when this libdds has it and a device is usable, else the CPU backend;
  * the program says which and why. To stay pure C with no CUDA headers or libraries at build time,
@@ -131,6 +132,10 @@ typedef struct {
   int32_t tokens[MAX_ROWS];
   float confidence[MAX_ROWS];
   int32_t request_status[NREQ];
+  /* dds_reveal state and output */
+  int32_t steps_left[NREQ];
+  int32_t canvas[NREQ * CANVAS];
+  uint8_t reveal[MAX_ROWS];
 } Arena;
 #define OUTPUTS_OFFSET offsetof(Arena, tokens)
 
@@ -269,6 +274,30 @@ static dds_status probe(dds_sampler* s, Arena* h) {
   return sample_step(s, h, &a);
 }
 
+/* One decode step on the device (or host): dds_sample, then dds_reveal on the same stream, which
+ * writes the chosen tokens into the canvas. The arena is small: copied whole both ways. */
+static dds_status decode_step(dds_sampler* s, Arena* h, const dds_sample_args* args,
+                              const dds_reveal_args* rargs) {
+  dds_status st;
+  if (g_cuda != NULL && g_cuda->cuMemcpyHtoD(g_cuda->base, h, sizeof(Arena)) != 0) {
+    fprintf(stderr, "dds_demo: cuMemcpyHtoD failed\n");
+    return DDS_ERR_CUDA;
+  }
+  st = dds_sample(s, args, NULL);
+  if (st != DDS_OK) return st;
+  st = dds_reveal(s, rargs, NULL);
+  if (st != DDS_OK) {
+    fprintf(stderr, "dds_demo: dds_reveal: %s: %s\n", dds_status_string(st), dds_last_error());
+    return st;
+  }
+  if (g_cuda == NULL) return DDS_OK;
+  if (g_cuda->cuMemcpyDtoH(h, g_cuda->base, sizeof(Arena)) != 0 || g_cuda->cuCtxSynchronize() != 0) {
+    fprintf(stderr, "dds_demo: cuMemcpyDtoH failed\n");
+    return DDS_ERR_CUDA;
+  }
+  return DDS_OK;
+}
+
 static void print_canvas(const int* canvas) {
   int i;
   putchar('|');
@@ -343,12 +372,13 @@ int main(void) {
     for (i = 0; i < CANVAS; ++i) canvas[r][i] = i < (int)n ? char_to_token(kPrompts[r][i]) : MASK;
   }
 
-  printf("step  rows  model us  sample us   request 0%*srequest 1\n", CANVAS - 7, "");
+  printf("step  rows  model us     dds us   request 0%*srequest 1\n", CANVAS - 7, "");
   printf("   0     -         -          -   ");
   print_canvas(canvas[0]), putchar(' '), print_canvas(canvas[1]), putchar('\n');
 
   for (step = 0; step < STEPS; ++step) {
     dds_sample_args a;
+    dds_reveal_args ra;
     int rows = 0, urows = 0;
     double t0 = now_us(), t1, t2, t3;
 
@@ -387,8 +417,29 @@ int main(void) {
     a.tokens = (int32_t*)dptr(h->tokens);
     a.confidence = (float*)dptr(h->confidence);
     a.request_status = (int32_t*)dptr(h->request_status);
+    /* 3. dds_reveal: per request the most confident masked positions, an even schedule
+     *    (ceil(masked / steps left)), written into the canvas on the device. */
+    for (r = 0; r < NREQ; ++r) {
+      h->steps_left[r] = STEPS - step;
+      for (i = 0; i < CANVAS; ++i) h->canvas[r * CANVAS + i] = canvas[r][i];
+    }
+    dds_reveal_args_init(&ra, sizeof ra);
+    ra.num_rows = rows;
+    ra.num_requests = NREQ;
+    ra.row_offsets = (const int32_t*)dptr(h->row_offsets);
+    ra.positions = (const int32_t*)dptr(h->positions);
+    ra.scores = (const float*)dptr(h->confidence);
+    ra.policy = DDS_REVEAL_TOP_N;
+    ra.count = 0; /* n = ceil(eligible / steps_left) */
+    ra.steps_left = (const int32_t*)dptr(h->steps_left);
+    ra.canvas = (int32_t*)dptr(h->canvas);
+    ra.canvas_length = CANVAS;
+    ra.canvas_stride = CANVAS;
+    ra.tokens = (const int32_t*)dptr(h->tokens);
+    ra.mask_token = MASK;
+    ra.reveal = (uint8_t*)dptr(h->reveal);
     t1 = now_us();
-    st = sample_step(sampler, h, &a);
+    st = decode_step(sampler, h, &a, &ra);
     t2 = now_us();
     if (st != DDS_OK) {
       fprintf(stderr, "dds_demo: dds_sample: %s: %s\n", dds_status_string(st), dds_last_error());
@@ -396,28 +447,19 @@ int main(void) {
       break;
     }
 
-    /* 3. Reveal, per request, the most confident masked positions (an even schedule: the rest of
-     *    the canvas over the remaining steps). */
     for (r = 0; r < NREQ; ++r) {
-      int lo = h->row_offsets[r], hi = h->row_offsets[r + 1], n = hi - lo, k, j;
-      int reveal = (n + (STEPS - step) - 1) / (STEPS - step);
       if (h->request_status[r] != 0) {
         fprintf(stderr, "dds_demo: request %d flagged 0x%x\n", r, (unsigned)h->request_status[r]);
         ok = 0;
       }
-      for (k = 0; k < reveal; ++k) { /* selection of the k-th best row: tiny n, keep it plain */
-        int best = -1;
-        for (j = lo; j < hi; ++j) {
-          if (canvas[r][h->positions[j]] != MASK) continue; /* revealed this step */
-          if (best < 0 || h->confidence[j] > h->confidence[best]) best = j;
-        }
-        if (best < 0) break;
-        if (h->tokens[best] == MASK || h->tokens[best] < 0 || h->tokens[best] >= VOCAB) {
-          fprintf(stderr, "dds_demo: bad token %d\n", (int)h->tokens[best]);
+      for (i = 0; i < CANVAS; ++i) {
+        const int32_t t = h->canvas[r * CANVAS + i];
+        if (t < 0 || t >= VOCAB) {
+          fprintf(stderr, "dds_demo: bad token %d\n", (int)t);
           ok = 0;
-          canvas[r][h->positions[best]] = 0;
+          canvas[r][i] = 0;
         } else {
-          canvas[r][h->positions[best]] = h->tokens[best];
+          canvas[r][i] = t;
         }
       }
     }
@@ -434,7 +476,7 @@ int main(void) {
     fprintf(stderr, "dds_demo: %d positions still masked\n", masked_left);
     ok = 0;
   }
-  printf("%s backend: %d steps, dds_sample %.1f us per step on average%s (whole step %.1f us)\n",
+  printf("%s backend: %d steps, dds_sample + dds_reveal %.1f us per step on average%s (whole step %.1f us)\n",
          g_cuda ? "CUDA" : "CPU", STEPS, sample_total / STEPS,
          g_cuda ? " incl. host<->device copies" : "", step_total / STEPS);
   for (r = 0; r < NREQ; ++r) {
