@@ -208,8 +208,8 @@ TEST_CASE("+inf logits count as FLT_MAX: one wins always, two tie at 1/2 each") 
   }
 }
 
-// KNOWN ISSUE (reported with issue 11, not fixed here: it changes the spec's arithmetic that
-// the GPU must match bit for bit): docs/sampling.md §4 adds the Gumbel to a_t itself in float64
+// KNOWN ISSUE (docs/sampling.md §8, not fixed here: it changes the spec's arithmetic that the
+// GPU must match bit for bit): docs/sampling.md §4 adds the Gumbel to a_t itself in float64
 // ((double)a_t + G, s_b + G with s_b = m + log S_b). When |a| is huge (ties at FLT_MAX from +inf
 // logits, or equal logits at T = 1e-30 where a ~ 1e30) the float64 ulp of a exceeds any Gumbel
 // (ulp(3.4e38) ~ 4e22), the noise is absorbed and the lowest tied id always wins instead of each
