@@ -20,6 +20,7 @@ constexpr int kThreads = 512;
 constexpr int kTile = 1024;
 
 struct Params {
+  int32_t num_rows;
   int32_t num_requests;
   const int32_t* row_offsets;  // may be null: one row per request
   const int32_t* positions;
@@ -88,8 +89,10 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   __shared__ int32_t s_row[kTile];
   __shared__ int32_t s_red[kThreads / 32];
   const int32_t r = blockIdx.x;
-  const int32_t b = p.row_offsets ? p.row_offsets[r] : r;
-  const int32_t e = p.row_offsets ? p.row_offsets[r + 1] : r + 1;
+  // Device row offsets are clamped to [0, num_rows) so that bad ones never read or write out of
+  // bounds (the CPU backend rejects them on the host).
+  const int32_t b = min(max(p.row_offsets ? p.row_offsets[r] : r, 0), p.num_rows);
+  const int32_t e = min(max(p.row_offsets ? p.row_offsets[r + 1] : r + 1, b), p.num_rows);
   int32_t nrows = e > b ? e - b : 0;
   if (nrows > kThreads * 8) {  // more than the register-resident ranks hold: not processed
     for (int32_t j = threadIdx.x; j < nrows; j += kThreads) p.reveal[b + j] = 0;

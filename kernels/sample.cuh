@@ -186,11 +186,13 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   q.g = g;
   q.guided = false;
   q.ufirst = 0;
+  // A request whose own device row range is inconsistent is never guided (flagged below).
+  const bool rows_ok = q.row_begin >= 0 && q.row_end >= q.row_begin && q.row_end <= P.num_rows;
   if (P.uncond != nullptr && g != 0.f) {
     long long first = P.uncond_row_offsets ? (long long)__ldg(P.uncond_row_offsets + r)
                                            : (long long)q.row_begin;
     if (P.uncond_row_offsets == nullptr || first >= 0) {
-      if (first < 0 || first + (q.row_end - q.row_begin) > P.uncond_num_rows) {
+      if (!rows_ok || first < 0 || first + (q.row_end - q.row_begin) > P.uncond_num_rows) {
         q.status |= 32;  // DDS_REQ_BAD_UNCOND_ROWS
       } else {
         q.guided = true;
@@ -649,7 +651,10 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   const int row = (int)(gw / P.nblocks);
   const int blk = (int)(gw - (long long)row * P.nblocks);
   const int r = find_request(P, row);
-  const Req q = load_req(P, r);
+  Req q = load_req(P, r);
+  // Device row_offsets that are not monotone can map a row outside its request's range: such a
+  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;
   float lv[32];
   load_block_l<DT>(P, q, row, blk, lane, lv);
@@ -1004,7 +1009,10 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
   const int row = blockIdx.x;
   const int r = find_request(P, row);
-  const Req q = load_req(P, r);
+  Req q = load_req(P, r);
+  // Device row_offsets that are not monotone can map a row outside its request's range: such a
+  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!is_filtered(q, P.V)) return;
   constexpr int VEC = Elt<DT>::VEC;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1431,7 +1439,10 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
   const int chunk = (int)(bid - (long long)row * chunks);
   if (row >= P.num_rows) return;
   const int r = find_request(P, row);
-  const Req q = load_req(P, r);
+  Req q = load_req(P, r);
+  // Device row_offsets that are not monotone can map a row outside its request's range: such a
+  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   const RowInfo ri = P.rowinfo[row];
   using T = typename Elt<DT>::T;
   const int i = row - q.row_begin;

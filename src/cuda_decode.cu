@@ -7,6 +7,7 @@ namespace dds {
 
 dds_status cuda_reveal(const CudaContext&, const dds_reveal_args& a, cudaStream_t stream) {
   reveal::Params p;
+  p.num_rows = a.num_rows;
   p.num_requests = a.num_requests;
   p.row_offsets = a.row_offsets;
   p.positions = a.positions;

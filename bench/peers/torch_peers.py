@@ -60,11 +60,22 @@ def step(logits, uncond=None, guidance=0.0, temperature=1.0, top_k=0, top_p=1.0,
 
 
 def exact_distribution(logits, uncond=None, guidance=0.0, temperature=1.0, top_k=0, top_p=1.0,
-                       min_p=0.0):
-    """float64 reference distribution of one row (for the statistical check)."""
-    x = logits.double()
+                       min_p=0.0, strict_top_k=False):
+    """float64 reference distribution of one row [V] (for the statistical check).
+
+    Top-k ties: the PyTorch peers keep every token tied with the k-th value (the usual
+    `x < kth` mask); dds keeps exactly k, ties to the lower token id (strict_top_k=True). With
+    bf16 logits such ties at the boundary are common, so each peer is checked against its own
+    rule."""
+    x = logits.double()[None]
     if uncond is not None and guidance != 0.0:
-        x = x + guidance * (x - uncond.double())
+        x = x + guidance * (x - uncond.double()[None])
     x = x / temperature
+    if strict_top_k and top_k and 0 < top_k < x.shape[-1]:
+        _, idx = torch.sort(x, dim=-1, descending=True, stable=True)  # ties: lower id first
+        drop = torch.ones_like(x, dtype=torch.bool)
+        drop.scatter_(-1, idx[:, :top_k], False)
+        x = x.masked_fill(drop, float("-inf"))
+        top_k = 0
     x = filtered_logits(x, top_k, top_p, min_p)
-    return torch.softmax(x, dim=-1)
+    return torch.softmax(x, dim=-1)[0]

@@ -335,6 +335,7 @@ func TestCUDARevealAndVerify(t *testing.T) {
 	const n, reqs, length = 40, 4, 16
 	a := dds.NewRevealArgs()
 	a.NumRows = n
+	a.NumRequests = reqs // the device call cannot infer it from a device pointer
 	a.RowOffsets = []int32{0, 10, 20, 30, 40}
 	a.Positions = make([]int32, n)
 	a.Scores = make([]float32, n)
