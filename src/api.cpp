@@ -18,33 +18,6 @@ thread_local std::string g_last_error;
 const char kVersionString[] =
     DDS_STR(DDS_VERSION_MAJOR) "." DDS_STR(DDS_VERSION_MINOR) "." DDS_STR(DDS_VERSION_PATCH);
 
-// RAII guard for the one-call-at-a-time rule of a sampler.
-class BusyGuard {
- public:
-  explicit BusyGuard(dds_sampler* s) : s_(s) { ok_ = !s_->busy.exchange(true); }
-  ~BusyGuard() {
-    if (ok_) s_->busy.store(false);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  dds_sampler* s_;
-  bool ok_;
-};
-
-template <typename F>
-dds_status guarded(const char* fn, F&& f) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(DDS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  } catch (const std::exception& e) {
-    return fail(DDS_ERR_INTERNAL, "%s: internal error: %s", fn, e.what());
-  } catch (...) {
-    return fail(DDS_ERR_INTERNAL, "%s: internal error (unknown exception)", fn);
-  }
-}
-
 bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
 // Resolves a row stride (0 = vocab) and checks it.
@@ -583,7 +556,7 @@ DDS_API dds_status dds_sample(dds_sampler* sampler, const dds_sample_args* args,
                   "dds_sample: args->struct_size (%zu) is smaller than sizeof(dds_sample_args) of "
                   "version 1 (%zu): call dds_sample_args_init first",
                   args->struct_size, dds::kSampleArgsV1Size);
-    dds::BusyGuard guard(sampler);
+    dds::Busy guard(sampler);
     if (!guard.ok())
       return fail(DDS_ERR_BUSY,
                   "dds_sample: sampler is in use by another thread (one call at a time per "
@@ -608,7 +581,7 @@ DDS_API dds_status dds_stash_logprobs(dds_sampler* sampler, const dds_stash_args
                   "dds_stash_logprobs: args->struct_size (%zu) is smaller than "
                   "sizeof(dds_stash_args) of version 1 (%zu): call dds_stash_args_init first",
                   args->struct_size, dds::kStashArgsV1Size);
-    dds::BusyGuard guard(sampler);
+    dds::Busy guard(sampler);
     if (!guard.ok())
       return fail(DDS_ERR_BUSY, "dds_stash_logprobs: sampler is in use by another thread");
     dds_stash_args a;

@@ -17,26 +17,6 @@ constexpr double kInfD = std::numeric_limits<double>::infinity();
 constexpr uint32_t kSaltVerifyBlock = 0x56424C31u;  // "VBL1"
 constexpr uint32_t kSaltVerifyToken = 0x56544B31u;  // "VTK1"
 
-template <typename F>
-dds_status guarded(const char* fn, F&& f) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(DDS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  } catch (...) {
-    return fail(DDS_ERR_INTERNAL, "%s: internal error (exception)", fn);
-  }
-}
-
-struct Busy {
-  explicit Busy(dds_sampler* s) : s_(s), ok_(!s->busy.exchange(true)) {}
-  ~Busy() {
-    if (ok_) s_->busy.store(false);
-  }
-  dds_sampler* s_;
-  bool ok_;
-};
-
 dds_status check_ptrs(Backend& be, const char* fn,
                       std::initializer_list<std::pair<const char*, const void*>> ptrs) {
   for (const auto& p : ptrs) {

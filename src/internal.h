@@ -4,6 +4,8 @@
 #define DDS_SRC_INTERNAL_H_
 
 #include <atomic>
+#include <exception>
+#include <new>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -73,5 +75,37 @@ struct dds_sampler {
   std::unique_ptr<dds::Backend> backend;
   std::atomic<bool> busy{false};
 };
+
+namespace dds {
+
+// Runs f() for the C entry point `fn`, turning any C++ exception into a status: no exception
+// crosses the C ABI.
+template <typename F>
+dds_status guarded(const char* fn, F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(DDS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  } catch (const std::exception& e) {
+    return fail(DDS_ERR_INTERNAL, "%s: internal error: %s", fn, e.what());
+  } catch (...) {
+    return fail(DDS_ERR_INTERNAL, "%s: internal error (unknown exception)", fn);
+  }
+}
+
+// The one-call-at-a-time rule of a sampler: ok() is false when another call is in progress.
+struct Busy {
+  explicit Busy(dds_sampler* s) : s_(s), ok_(!s->busy.exchange(true)) {}
+  ~Busy() {
+    if (ok_) s_->busy.store(false);
+  }
+  Busy(const Busy&) = delete;
+  Busy& operator=(const Busy&) = delete;
+  bool ok() const { return ok_; }
+  dds_sampler* s_;
+  bool ok_;
+};
+
+}  // namespace dds
 
 #endif  // DDS_SRC_INTERNAL_H_

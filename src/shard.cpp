@@ -151,26 +151,6 @@ void cpu_finish(const Ctx& x) {
 // ---------------------------------------------------------------------------------------------
 // Validation.
 // ---------------------------------------------------------------------------------------------
-template <typename F>
-dds_status guarded(const char* fn, F&& f) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(DDS_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  } catch (...) {
-    return fail(DDS_ERR_INTERNAL, "%s: internal error (exception)", fn);
-  }
-}
-
-struct Busy {
-  explicit Busy(dds_sampler* s) : s_(s), ok_(!s->busy.exchange(true)) {}
-  ~Busy() {
-    if (ok_) s_->busy.store(false);
-  }
-  dds_sampler* s_;
-  bool ok_;
-};
-
 enum class Use { Plan, Partial, Finish };
 
 bool aligned(const void* p, size_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
