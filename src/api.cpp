@@ -493,7 +493,8 @@ DDS_API dds_status dds_create(const dds_sampler_config* config, dds_sampler** ou
                   "of version 1 (%zu): call dds_sampler_config_init first",
                   config->struct_size, dds::kSamplerConfigV1Size);
     dds_sampler_config c;
-    std::memcpy(&c, config, sizeof c);
+    dds_sampler_config_init(&c, sizeof c);
+    std::memcpy(&c, config, config->struct_size < sizeof c ? config->struct_size : sizeof c);
     c.struct_size = sizeof c;
     if (c.backend != DDS_BACKEND_CPU && c.backend != DDS_BACKEND_CUDA)
       return fail(DDS_ERR_INVALID_ARGUMENT,
@@ -562,7 +563,8 @@ DDS_API dds_status dds_sample(dds_sampler* sampler, const dds_sample_args* args,
                   "dds_sample: sampler is in use by another thread (one call at a time per "
                   "sampler; create one sampler per thread)");
     dds_sample_args a;
-    std::memcpy(&a, args, sizeof a);
+    dds_sample_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
+    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
     a.struct_size = sizeof a;
     dds_status st = dds::validate_sample(sampler, &a, stream);
     if (st != DDS_OK || a.num_rows == 0) return st;
@@ -585,7 +587,8 @@ DDS_API dds_status dds_stash_logprobs(dds_sampler* sampler, const dds_stash_args
     if (!guard.ok())
       return fail(DDS_ERR_BUSY, "dds_stash_logprobs: sampler is in use by another thread");
     dds_stash_args a;
-    std::memcpy(&a, args, sizeof a);
+    dds_stash_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
+    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
     a.struct_size = sizeof a;
     dds_status st = dds::validate_stash(sampler, &a, stream);
     if (st != DDS_OK || a.num_rows == 0) return st;

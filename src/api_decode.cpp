@@ -490,7 +490,8 @@ DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args,
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_reveal: sampler is in use by another thread");
     dds_reveal_args a;
-    std::memcpy(&a, args, sizeof a);
+    dds_reveal_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
+    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
     a.struct_size = sizeof a;
     dds_status st = dds::validate_reveal(sampler, &a);
     if (st != DDS_OK || a.num_rows == 0) return st;
@@ -513,7 +514,8 @@ DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_verify_drafts: sampler is in use by another thread");
     dds_verify_args a;
-    std::memcpy(&a, args, sizeof a);
+    dds_verify_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
+    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
     a.struct_size = sizeof a;
     dds_status st = dds::validate_verify(sampler, &a);
     if (st != DDS_OK) return st;

@@ -180,9 +180,11 @@ dds_status validate(const char* fn, const dds_sampler* s, const dds_sample_args*
                 "%s: shard->struct_size (%zu) is smaller than sizeof(dds_shard_args) of version 1 "
                 "(%zu): call dds_shard_args_init first",
                 fn, shard->struct_size, sizeof(dds_shard_args));
-  std::memcpy(&c->a, args, sizeof c->a);
+  dds_sample_args_init(&c->a, sizeof c->a);  // defaults for fields the caller's struct may lack
+  std::memcpy(&c->a, args, args->struct_size < sizeof c->a ? args->struct_size : sizeof c->a);
   c->a.struct_size = sizeof c->a;
-  std::memcpy(&c->sh, shard, sizeof c->sh);
+  dds_shard_args_init(&c->sh, sizeof c->sh);
+  std::memcpy(&c->sh, shard, shard->struct_size < sizeof c->sh ? shard->struct_size : sizeof c->sh);
   c->sh.struct_size = sizeof c->sh;
   dds_sample_args& a = c->a;
   const dds_shard_args& sh = c->sh;
