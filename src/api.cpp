@@ -21,11 +21,17 @@ const char kVersionString[] =
 bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
 // Resolves a row stride (0 = vocab) and checks it.
-dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab) {
+dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab,
+                          int64_t rows) {
   if (*stride == 0) *stride = vocab;
   if (*stride < vocab)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%lld) must be >= vocab_size (%d) or 0",
                 fn, name, (long long)*stride, vocab);
+  // rows * stride must stay far from int64 overflow in the backends' index arithmetic.
+  if (rows > 0 && *stride > (int64_t(1) << 62) / rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->%s (%lld) times the rows (%lld) must be below 2^62 elements", fn, name,
+                (long long)*stride, (long long)rows);
   return DDS_OK;
 }
 
@@ -127,10 +133,11 @@ dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream
   if (!dtype_valid(a->dtype))
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
                 a->dtype);
-  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V);
+  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V, a->num_rows);
   if (st != DDS_OK) return st;
   if (a->uncond_logits != nullptr) {
-    st = resolve_stride(fn, "uncond_row_stride", &a->uncond_row_stride, V);
+    st = resolve_stride(fn, "uncond_row_stride", &a->uncond_row_stride, V,
+                        a->uncond_num_rows > a->num_rows ? a->uncond_num_rows : a->num_rows);
     if (st != DDS_OK) return st;
     if (a->uncond_num_rows < 0)
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->uncond_num_rows (%d) must be >= 0", fn,
@@ -168,7 +175,7 @@ dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream
     if (!dtype_valid(a->probs_dtype))
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->probs_dtype (%d) is not a dds_dtype", fn,
                   a->probs_dtype);
-    st = resolve_stride(fn, "probs_row_stride", &a->probs_row_stride, V);
+    st = resolve_stride(fn, "probs_row_stride", &a->probs_row_stride, V, a->num_rows);
     if (st != DDS_OK) return st;
   }
   if (!a->tokens && !a->logprobs && !a->argmax && !a->confidence && !a->margin && !a->entropy &&
@@ -287,7 +294,7 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
   if (!dtype_valid(a->dtype))
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
                 a->dtype);
-  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V);
+  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V, a->num_rows);
   if (st != DDS_OK) return st;
   if (const char* r = bad_temperature(a->temperature))
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) %s", fn,
