@@ -2,7 +2,8 @@
 # Generates the SWIG wrapper of the Python extension into bindings/python/_generated/
 # (dds_wrap.c), for machines that have no SWIG (the GPU machine): the package build uses it when
 # `swig` is not found (or DDS_SWIG_WRAPPER points at a copy). The output is ignored by git: never
-# commit it. Regenerate after any change to include/dds/dds.h or src/dds.i.
+# commit it. Regenerate after any change to include/dds/dds.h, include/dds/dds_shard.h or
+# src/dds.i.
 #
 #   bindings/python/gen-wrapper.sh [output-dir]      (default: bindings/python/_generated)
 set -euo pipefail
@@ -21,6 +22,7 @@ rm -f "$out/dds.py"  # -builtin: the C module is complete; the proxy module is n
 {
   echo "swig: $("$swig_bin" -version | awk '/SWIG Version/ {print $3}')"
   echo "dds.h sha256: $(sha256sum "$root/include/dds/dds.h" | cut -d' ' -f1)"
+  echo "dds_shard.h sha256: $(sha256sum "$root/include/dds/dds_shard.h" | cut -d' ' -f1)"
   echo "dds.i sha256: $(sha256sum "$here/src/dds.i" | cut -d' ' -f1)"
 } > "$out/STAMP"
 echo "gen-wrapper.sh: wrote $out/dds_wrap.c ($(wc -l < "$out/dds_wrap.c") lines)"

@@ -1,4 +1,5 @@
-/* SWIG interface of the raw extension module dds._dds over include/dds/dds.h.
+/* SWIG interface of the raw extension module dds._dds over include/dds/dds.h and
+ * include/dds/dds_shard.h (vocabulary-parallel sampling, docs/vocab_parallel.md).
  *
  * Kept thin on purpose; the Pythonic layer is the `dds` package (src/dds/*.py). Rules:
  *  - every function returning dds_status raises dds._dds.Error (or its ArgumentError subclass,
@@ -9,7 +10,10 @@
  *  - dds_stream is a Python int (cudaStream_t value; 0 or None = the legacy default stream);
  *  - the sampler handle is an opaque SWIG pointer returned by dds_create(config);
  *  - struct constructors call the matching dds_*_init(), so a new struct holds the defaults;
- *  - dds_sample and dds_stash_logprobs release the GIL while they run.
+ *  - dds_sample, dds_stash_logprobs, dds_sample_partial and dds_sample_finish release the GIL
+ *    while they run;
+ *  - dds_shard_plan's fixed arrays (round_kind, row_bytes, ...) read as tuples (read-only);
+ *    dds_sample_record_bytes(sampler, args, shard, round) returns the byte count.
  * Built with `swig -python -builtin`: the whole module is the C extension (no proxy .py needed).
  */
 %module(threads="1") dds
@@ -17,6 +21,7 @@
 %{
 #include <stdlib.h>
 #include "dds/dds.h"
+#include "dds/dds_shard.h"
 
 static PyObject* dds_py_Error = NULL;          /* dds._dds.Error(RuntimeError) */
 static PyObject* dds_py_ArgumentError = NULL;  /* dds._dds.ArgumentError(Error, ValueError) */
@@ -62,6 +67,8 @@ static int dds_py_as_ptr(PyObject* o, void** out) {
 %nothread;
 %thread dds_sample;
 %thread dds_stash_logprobs;
+%thread dds_sample_partial;
+%thread dds_sample_finish;
 
 %init %{
   dds_py_Error = PyErr_NewExceptionWithDoc(
@@ -198,12 +205,57 @@ PyObject* dds_py_address(PyObject* obj) {
 }
 %}
 
+/* dds_shard.h: the plan's fixed arrays read as tuples of ints; dds_sample_record_bytes returns
+ * its size_t output. */
+%typemap(out) int32_t [ANY] {
+  $result = PyTuple_New($1_dim0);
+  if (!$result) SWIG_fail;
+  for (Py_ssize_t i_ = 0; i_ < $1_dim0; ++i_)
+    PyTuple_SET_ITEM($result, i_, PyLong_FromLong((long)$1[i_]));
+}
+%typemap(out) int64_t [ANY] {
+  $result = PyTuple_New($1_dim0);
+  if (!$result) SWIG_fail;
+  for (Py_ssize_t i_ = 0; i_ < $1_dim0; ++i_)
+    PyTuple_SET_ITEM($result, i_, PyLong_FromLongLong((long long)$1[i_]));
+}
+%immutable dds_shard_plan::round_kind;
+%immutable dds_shard_plan::row_bytes;
+%immutable dds_shard_plan::record_bytes;
+%immutable dds_shard_plan::gathered_offset;
+%typemap(in, numinputs=0) size_t* bytes (size_t tmp_ = 0) {
+  $1 = &tmp_;
+}
+%typemap(argout) size_t* bytes {
+  Py_XDECREF($result);
+  $result = PyLong_FromSize_t(*$1);
+}
+%extend dds_shard_args {
+  dds_shard_args() {
+    dds_shard_args* a = (dds_shard_args*)calloc(1, sizeof(dds_shard_args));
+    if (a) dds_shard_args_init(a, sizeof(dds_shard_args));
+    return a;
+  }
+  ~dds_shard_args() { free($self); }
+}
+%extend dds_shard_plan {
+  dds_shard_plan() {
+    dds_shard_plan* p = (dds_shard_plan*)calloc(1, sizeof(dds_shard_plan));
+    if (p) p->struct_size = sizeof(dds_shard_plan);
+    return p;
+  }
+  ~dds_shard_plan() { free($self); }
+}
+
 /* Sizes of the structs as this module was compiled (for tests and struct_size checks). */
 %inline %{
 size_t dds_py_sizeof_sampler_config(void) { return sizeof(dds_sampler_config); }
 size_t dds_py_sizeof_sample_args(void) { return sizeof(dds_sample_args); }
 size_t dds_py_sizeof_stash_args(void) { return sizeof(dds_stash_args); }
+size_t dds_py_sizeof_shard_args(void) { return sizeof(dds_shard_args); }
+size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
 %}
 
 %ignore dds_sampler;
 %include "dds/dds.h"
+%include "dds/dds_shard.h"

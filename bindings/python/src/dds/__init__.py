@@ -12,6 +12,8 @@ from . import _dds
 from ._dds import ArgumentError, Error
 from ._sampler import (RevealResult, SampleResult, Sampler, StashResult, VerifyResult,
                        has_cuda)
+from ._shard import (ShardCall, ShardPlan, concat_all_gather, sample_sharded,
+                     torch_all_gather)
 
 __version__: str = _dds.dds_version_string()
 """Version of the loaded libdds (dds_version_string())."""
@@ -34,6 +36,7 @@ REQ_TOO_MANY_ROWS: int = getattr(_dds, "DDS_REQ_TOO_MANY_ROWS", 1024)
 __all__ = [
     "ArgumentError", "Error", "RevealResult", "SampleResult", "Sampler", "StashResult",
     "VerifyResult", "has_cuda",
+    "ShardCall", "ShardPlan", "sample_sharded", "concat_all_gather", "torch_all_gather",
     "__version__", "version_number",
     "REQ_BAD_TEMPERATURE", "REQ_BAD_GUIDANCE", "REQ_BAD_TOP_K", "REQ_BAD_TOP_P", "REQ_BAD_MIN_P",
     "REQ_BAD_UNCOND_ROWS", "REQ_EMPTY_ROW", "REQ_BAD_SLOT", "REQ_BAD_POLICY", "REQ_BAD_POSITION",

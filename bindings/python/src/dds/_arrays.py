@@ -363,7 +363,8 @@ def check_device(info: ArrayInfo, name: str, ctx: CallContext) -> None:
 def matrix(obj: Any, name: str, ctx: CallContext, cols: int, dtypes: Sequence[str],
            dtype_override: Optional[str], rows: Optional[int] = None,
            override_name: str = "dtype",
-           info: Optional[ArrayInfo] = None) -> Tuple[ArrayInfo, str, int]:
+           info: Optional[ArrayInfo] = None,
+           cols_what: Optional[str] = None) -> Tuple[ArrayInfo, str, int]:
     """A [rows, cols] matrix with unit column stride. Returns (info, dds dtype, row stride)."""
     if info is None:
         info = describe(obj, name)
@@ -374,8 +375,8 @@ def matrix(obj: Any, name: str, ctx: CallContext, cols: int, dtypes: Sequence[st
     if len(info.shape) != 2:
         raise ValueError(f"{name}: expected a 2-D array [rows, vocab], got shape {info.shape}")
     if info.shape[1] != cols:
-        raise ValueError(f"{name}: has {info.shape[1]} columns but the sampler's vocab_size is "
-                         f"{cols}")
+        what = cols_what or "the sampler's vocab_size"
+        raise ValueError(f"{name}: has {info.shape[1]} columns but {what} is {cols}")
     if rows is not None and info.shape[0] != rows:
         raise ValueError(f"{name}: has {info.shape[0]} rows, expected {rows}")
     dt = info.dtype

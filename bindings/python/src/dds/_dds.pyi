@@ -1,11 +1,12 @@
-"""Type stub of the raw SWIG module dds._dds (generated from include/dds/dds.h by SWIG).
+"""Type stub of the raw SWIG module dds._dds (generated from include/dds/dds.h and
+include/dds/dds_shard.h by SWIG).
 
 Every array pointer is an int (uintptr), every dds_stream an int (cudaStream_t, 0 = default),
 functions returning dds_status return None or raise Error / ArgumentError. Struct fields mirror
 the C structs; a new struct holds the defaults of its dds_*_init function.
 """
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 class Error(RuntimeError):
     status: int
@@ -99,6 +100,25 @@ class dds_reveal_args(_Struct):
 class dds_verify_args(_Struct):
     def __init__(self) -> None: ...
 
+class dds_shard_args(_Struct):
+    rank: int
+    world_size: int
+    vocab_offset: int
+    vocab_slice: int
+    max_top_k: int
+    round: int
+    def __init__(self) -> None: ...  # dds_shard_args_init defaults
+
+class dds_shard_plan(_Struct):
+    num_rounds: int
+    world_size: int
+    round_kind: Tuple[int, ...]  # DDS_SHARD_MAX_ROUNDS entries, read-only
+    row_bytes: Tuple[int, ...]
+    record_bytes: Tuple[int, ...]
+    gathered_offset: Tuple[int, ...]
+    gathered_bytes: int
+    def __init__(self) -> None: ...  # struct_size set, the rest zero
+
 class _SamplerHandle: ...  # SWIG pointer to the opaque struct dds_sampler
 
 def dds_version_number() -> int: ...
@@ -123,6 +143,18 @@ def dds_verify_drafts(sampler: _SamplerHandle, args: dds_verify_args,
 def dds_py_sizeof_sampler_config() -> int: ...
 def dds_py_sizeof_sample_args() -> int: ...
 def dds_py_sizeof_stash_args() -> int: ...
+def dds_shard_args_init(shard: dds_shard_args, struct_size: int) -> None: ...
+def dds_sample_shard_plan(sampler: _SamplerHandle, args: dds_sample_args, shard: dds_shard_args,
+                          plan: dds_shard_plan) -> None: ...
+def dds_sample_record_bytes(sampler: _SamplerHandle, args: dds_sample_args,
+                            shard: dds_shard_args, round: int) -> int: ...
+def dds_sample_partial(sampler: _SamplerHandle, args: dds_sample_args, shard: dds_shard_args,
+                       gathered: Optional[int], record_out: Optional[int],
+                       stream: Optional[int]) -> None: ...
+def dds_sample_finish(sampler: _SamplerHandle, args: dds_sample_args, shard: dds_shard_args,
+                      gathered: Optional[int], stream: Optional[int]) -> None: ...
+def dds_py_sizeof_shard_args() -> int: ...
+def dds_py_sizeof_shard_plan() -> int: ...
 
 DDS_VERSION_MAJOR: int
 DDS_VERSION_MINOR: int
@@ -156,4 +188,10 @@ DDS_REQ_BAD_MIN_P: int
 DDS_REQ_BAD_UNCOND_ROWS: int
 DDS_REQ_EMPTY_ROW: int
 DDS_REQ_BAD_SLOT: int
+DDS_SHARD_MAX_TOP_K: int
+DDS_SHARD_MAX_WORLD_SIZE: int
+DDS_SHARD_MAX_ROUNDS: int
+DDS_SHARD_ROUND_STATS: int
+DDS_SHARD_ROUND_RADIX: int
+DDS_SHARD_ROUND_KEPT: int
 def __getattr__(name: str) -> Any: ...

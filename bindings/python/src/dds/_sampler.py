@@ -5,7 +5,8 @@ from __future__ import annotations
 import numbers
 import sys
 import threading
-from typing import Any, Iterable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Iterable, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from ._arrays import (
     resolve_stream,
     vector,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._shard import ShardCall, ShardPlan
 
 ArrayLike = Any  # numpy.ndarray | torch.Tensor | cupy.ndarray | list (small arrays only)
 Scalar = Union[int, float]
@@ -298,13 +302,62 @@ class Sampler:
         returned. The result is a SampleResult with None for outputs not asked for.
         """
         h = self._live()
+        a, res, ctx = self._sample_args(None, logits, row_offsets=row_offsets, positions=positions,
+                                        uncond_logits=uncond_logits,
+                                        uncond_row_offsets=uncond_row_offsets,
+                                        guidance_scale=guidance_scale, temperature=temperature,
+                                        top_k=top_k, top_p=top_p, min_p=min_p, seed=seed,
+                                        step=step, banned_token=banned_token, stats=stats,
+                                        outputs=outputs, dtype=dtype, probs_dtype=probs_dtype,
+                                        out_tokens=out_tokens, out_logprobs=out_logprobs,
+                                        out_argmax=out_argmax, out_confidence=out_confidence,
+                                        out_margin=out_margin, out_entropy=out_entropy,
+                                        out_probs=out_probs, out_request_status=out_request_status,
+                                        stream=stream)
+        with self._lock:
+            if self._handle is None:
+                raise _dds.Error("dds.Sampler: the sampler is closed")
+            _dds.dds_sample(h, a, ctx.stream)
+        ctx.keep.clear()
+        return SampleResult(**res)
+
+    def _sample_args(self, shard_cols: Optional[int], logits: ArrayLike, *,
+               row_offsets: Optional[ArrayLike] = None,
+               positions: Optional[ArrayLike] = None,
+               uncond_logits: Optional[ArrayLike] = None,
+               uncond_row_offsets: Optional[ArrayLike] = None,
+               guidance_scale: Union[Scalar, ArrayLike] = 0.0,
+               temperature: Union[Scalar, ArrayLike] = 1.0,
+               top_k: Union[int, ArrayLike] = 0,
+               top_p: Union[Scalar, ArrayLike] = 1.0,
+               min_p: Union[Scalar, ArrayLike] = 0.0,
+               seed: Union[int, ArrayLike] = 0,
+               step: Union[int, ArrayLike] = 0,
+               banned_token: Optional[int] = -1,
+               stats: Union[str, int] = "processed",
+               outputs: Iterable[str] = ("tokens",),
+               dtype: Any = None,
+               probs_dtype: Any = None,
+               out_tokens: Optional[ArrayLike] = None,
+               out_logprobs: Optional[ArrayLike] = None,
+               out_argmax: Optional[ArrayLike] = None,
+               out_confidence: Optional[ArrayLike] = None,
+               out_margin: Optional[ArrayLike] = None,
+               out_entropy: Optional[ArrayLike] = None,
+               out_probs: Optional[ArrayLike] = None,
+               out_request_status: Optional[ArrayLike] = None,
+               stream: Any = None) -> Tuple[Any, dict, CallContext]:
+        """dds_sample_args of a sample call (and its outputs, allocated): the whole row
+        (shard_cols None) or a vocabulary slice of shard_cols columns (dds_shard.h)."""
         linfo = describe(logits, "logits")
         if linfo is None:
             raise TypeError(f"logits: expected a 2-D array (numpy on the cpu backend, torch / "
                             f"CuPy on cuda), got {type(logits).__name__}")
         ctx = self._context(linfo, stream)
-        linfo, ldt, row_stride = matrix(logits, "logits", ctx, self.vocab_size, _LOGIT_DTYPES,
-                                        dtype, info=linfo)
+        cols = self.vocab_size if shard_cols is None else shard_cols
+        what = None if shard_cols is None else "vocab_slice"
+        linfo, ldt, row_stride = matrix(logits, "logits", ctx, cols, _LOGIT_DTYPES,
+                                        dtype, info=linfo, cols_what=what)
         num_rows = linfo.shape[0]
         if num_rows > self.max_rows:
             raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
@@ -326,8 +379,8 @@ class Sampler:
             a.positions = vector(positions, "positions", ctx, "int32", num_rows)[0]
 
         if uncond_logits is not None:
-            uinfo, udt, ustride = matrix(uncond_logits, "uncond_logits", ctx, self.vocab_size,
-                                         _LOGIT_DTYPES, dtype)
+            uinfo, udt, ustride = matrix(uncond_logits, "uncond_logits", ctx, cols,
+                                         _LOGIT_DTYPES, dtype, cols_what=what)
             if udt != ldt:
                 raise TypeError(f"uncond_logits: dtype {udt} differs from logits' {ldt} "
                                 "(one dtype for both)")
@@ -397,17 +450,17 @@ class Sampler:
             setattr(a, key, describe(arr, "out_" + key).ptr)  # type: ignore[union-attr]
         if out_probs is not None or "probs" in wanted:
             if out_probs is not None:
-                pinfo, pdt, pstride = matrix(out_probs, "out_probs", ctx, self.vocab_size,
+                pinfo, pdt, pstride = matrix(out_probs, "out_probs", ctx, cols,
                                              _LOGIT_DTYPES, probs_dtype, rows=num_rows,
-                                             override_name="probs_dtype")
+                                             override_name="probs_dtype", cols_what=what)
                 if pinfo.lib == "numpy" and not pinfo.obj.flags.writeable:
                     raise ValueError("out_probs: array is read-only")
                 res["probs"] = out_probs
             else:
                 pdt = dtype_name(probs_dtype) if probs_dtype is not None else "float32"
-                res["probs"] = ctx.empty((num_rows, self.vocab_size), pdt)
+                res["probs"] = ctx.empty((num_rows, cols), pdt)
                 pinfo = describe(res["probs"], "probs")  # type: ignore[assignment]
-                pstride = self.vocab_size
+                pstride = cols
             a.probs = pinfo.ptr
             a.probs_dtype = DTYPE_CODES[pdt]
             a.probs_row_stride = pstride
@@ -418,12 +471,53 @@ class Sampler:
                              "argmax, confidence, margin, entropy, probs (or pass an out_* "
                              "array)")
 
-        with self._lock:
-            if self._handle is None:
-                raise _dds.Error("dds.Sampler: the sampler is closed")
-            _dds.dds_sample(h, a, ctx.stream)
-        ctx.keep.clear()
-        return SampleResult(**res)
+        return a, res, ctx
+
+    # -- vocabulary-parallel (dds_shard.h) ------------------------------------------------------
+    def shard_call(self, logits: ArrayLike, *, rank: int = 0, world_size: int = 1,
+                   vocab_offset: int = 0, max_top_k: int = 64,
+                   **sample_kwargs: Any) -> "ShardCall":
+        """One rank's vocabulary-parallel call (docs/vocab_parallel.md): `logits` is this rank's
+        slice [rows, vocab_slice] of the global columns [vocab_offset, vocab_offset +
+        vocab_slice) of vocab_size; the other keyword arguments are those of sample() (the same
+        on every rank; uncond_logits is this rank's slice of the same columns, out_probs its
+        slice of the probability rows). Returns a dds.ShardCall: .plan, .partial(gathered,
+        record_out, round) per round, .finish(gathered) -> SampleResult."""
+        from ._shard import ShardCall
+
+        return ShardCall(self, logits, rank=rank, world_size=world_size,
+                         vocab_offset=vocab_offset, max_top_k=max_top_k, **sample_kwargs)
+
+    def shard_plan(self, logits: ArrayLike, *, rank: int = 0, world_size: int = 1,
+                   vocab_offset: int = 0, max_top_k: int = 64,
+                   **sample_kwargs: Any) -> "ShardPlan":
+        """dds_sample_shard_plan: the rounds and buffer sizes (a dds.ShardPlan) of the sharded
+        call with these arguments (see shard_call)."""
+        return self.shard_call(logits, rank=rank, world_size=world_size,
+                               vocab_offset=vocab_offset, max_top_k=max_top_k,
+                               **sample_kwargs).plan
+
+    def sample_partial(self, logits: ArrayLike, gathered: Optional[ArrayLike],
+                       record_out: ArrayLike, *, round: int, rank: int = 0,
+                       world_size: int = 1, vocab_offset: int = 0, max_top_k: int = 64,
+                       **sample_kwargs: Any) -> Any:
+        """dds_sample_partial: this rank's record of round `round` into record_out (uint8,
+        >= plan.record_bytes[round] bytes, 8-byte aligned); returns the record's view. `gathered`
+        (uint8) holds the all-gathered records of the earlier rounds (None for round 0). For
+        repeated rounds, shard_call() builds the arguments once."""
+        return self.shard_call(logits, rank=rank, world_size=world_size,
+                               vocab_offset=vocab_offset, max_top_k=max_top_k,
+                               **sample_kwargs).partial(gathered, record_out, round)
+
+    def sample_finish(self, logits: ArrayLike, gathered: ArrayLike, *, rank: int = 0,
+                      world_size: int = 1, vocab_offset: int = 0, max_top_k: int = 64,
+                      **sample_kwargs: Any) -> SampleResult:
+        """dds_sample_finish: after the last round's all-gather, the outputs of every row
+        (identical on every rank; probs: this rank's slice) from `gathered` (uint8,
+        plan.gathered_bytes)."""
+        return self.shard_call(logits, rank=rank, world_size=world_size,
+                               vocab_offset=vocab_offset, max_top_k=max_top_k,
+                               **sample_kwargs).finish(gathered)
 
     # -- stash ----------------------------------------------------------------------------------
     def stash_logprobs(self, logits: ArrayLike, *,
