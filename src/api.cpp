@@ -27,11 +27,12 @@ dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int
   if (*stride < vocab)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%lld) must be >= vocab_size (%d) or 0",
                 fn, name, (long long)*stride, vocab);
-  // rows * stride must stay far from int64 overflow in the backends' index arithmetic.
-  if (rows > 0 && *stride > (int64_t(1) << 62) / rows)
+  // (rows - 1) * stride must stay far from int64 overflow in the backends' index arithmetic (a
+  // single row may have any stride: it is never multiplied).
+  if (rows > 1 && *stride > (int64_t(1) << 62) / (rows - 1))
     return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->%s (%lld) times the rows (%lld) must be below 2^62 elements", fn, name,
-                (long long)*stride, (long long)rows);
+                "%s: args->%s (%lld) times the rows - 1 (%lld) must be below 2^62 elements", fn,
+                name, (long long)*stride, (long long)(rows - 1));
   return DDS_OK;
 }
 
@@ -136,8 +137,7 @@ dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream
   dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V, a->num_rows);
   if (st != DDS_OK) return st;
   if (a->uncond_logits != nullptr) {
-    st = resolve_stride(fn, "uncond_row_stride", &a->uncond_row_stride, V,
-                        a->uncond_num_rows > a->num_rows ? a->uncond_num_rows : a->num_rows);
+    st = resolve_stride(fn, "uncond_row_stride", &a->uncond_row_stride, V, a->uncond_num_rows);
     if (st != DDS_OK) return st;
     if (a->uncond_num_rows < 0)
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->uncond_num_rows (%d) must be >= 0", fn,
