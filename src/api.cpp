@@ -20,61 +20,6 @@ const char kVersionString[] =
 
 bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
-// Resolves a row stride (0 = vocab) and checks it.
-dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab,
-                          int64_t rows) {
-  if (*stride == 0) *stride = vocab;
-  if (*stride < vocab)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%lld) must be >= vocab_size (%d) or 0",
-                fn, name, (long long)*stride, vocab);
-  // (rows - 1) * stride must stay far from int64 overflow in the backends' index arithmetic (a
-  // single row may have any stride: it is never multiplied).
-  if (rows > 1 && *stride > (int64_t(1) << 62) / (rows - 1))
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->%s (%lld) times the rows - 1 (%lld) must be below 2^62 elements", fn,
-                name, (long long)*stride, (long long)(rows - 1));
-  return DDS_OK;
-}
-
-dds_status check_ptr(Backend& be, const char* fn, const char* name, const void* p,
-                     size_t align) {
-  if (p == nullptr) return DDS_OK;
-  if (!aligned(p, align))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%p) must be aligned to %zu bytes", fn,
-                name, p, align);
-  return be.check_pointer(p, fn, name);
-}
-
-// Reads `n` elements of a per-request or per-row array to the host (debug checks, and row
-// offsets on host-readable backends).
-template <typename T>
-dds_status fetch(Backend& be, const T* src, size_t n, std::vector<T>* dst, dds_stream stream) {
-  dst->resize(n);
-  if (n == 0) return DDS_OK;
-  return be.copy_to_host(dst->data(), src, n * sizeof(T), stream);
-}
-
-dds_status check_row_offsets(Backend& be, const char* fn, const int32_t* offs, int32_t num_requests,
-                             int32_t num_rows, dds_stream stream) {
-  std::vector<int32_t> h;
-  dds_status st = fetch(be, offs, (size_t)num_requests + 1, &h, stream);
-  if (st != DDS_OK) return st;
-  if (h[0] != 0)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets[0] (%d) must be 0", fn, h[0]);
-  for (int32_t r = 0; r < num_requests; ++r) {
-    if (h[r + 1] < h[r])
-      return fail(DDS_ERR_INVALID_ARGUMENT,
-                  "%s: args->row_offsets must be non-decreasing: row_offsets[%d] = %d < "
-                  "row_offsets[%d] = %d",
-                  fn, r + 1, h[r + 1], r, h[r]);
-  }
-  if (h[num_requests] != num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
-                h[num_requests], num_rows);
-  return DDS_OK;
-}
-
 template <typename T, typename Bad>
 dds_status debug_check_array(Backend& be, const char* fn, const char* name, const T* arr, int32_t n,
                              dds_stream stream, Bad bad) {
@@ -366,6 +311,53 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
 }
 
 }  // namespace
+
+// Resolves a row stride (0 = vocab) and checks it.
+dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab,
+                          int64_t rows) {
+  if (*stride == 0) *stride = vocab;
+  if (*stride < vocab)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%lld) must be >= vocab_size (%d) or 0",
+                fn, name, (long long)*stride, vocab);
+  // (rows - 1) * stride must stay far from int64 overflow in the backends' index arithmetic (a
+  // single row may have any stride: it is never multiplied).
+  if (rows > 1 && *stride > (int64_t(1) << 62) / (rows - 1))
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->%s (%lld) times the rows - 1 (%lld) must be below 2^62 elements", fn,
+                name, (long long)*stride, (long long)(rows - 1));
+  return DDS_OK;
+}
+
+// Alignment and residency (the backend's rule) of one argument pointer; NULL passes.
+dds_status check_ptr(Backend& be, const char* fn, const char* name, const void* p,
+                     size_t align) {
+  if (p == nullptr) return DDS_OK;
+  if (!aligned(p, align))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%p) must be aligned to %zu bytes", fn,
+                name, p, align);
+  return be.check_pointer(p, fn, name);
+}
+
+dds_status check_row_offsets(Backend& be, const char* fn, const int32_t* offs, int32_t num_requests,
+                             int32_t num_rows, dds_stream stream) {
+  std::vector<int32_t> h;
+  dds_status st = fetch(be, offs, (size_t)num_requests + 1, &h, stream);
+  if (st != DDS_OK) return st;
+  if (h[0] != 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets[0] (%d) must be 0", fn, h[0]);
+  for (int32_t r = 0; r < num_requests; ++r) {
+    if (h[r + 1] < h[r])
+      return fail(DDS_ERR_INVALID_ARGUMENT,
+                  "%s: args->row_offsets must be non-decreasing: row_offsets[%d] = %d < "
+                  "row_offsets[%d] = %d",
+                  fn, r + 1, h[r + 1], r, h[r]);
+  }
+  if (h[num_requests] != num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
+                h[num_requests], num_rows);
+  return DDS_OK;
+}
 
 dds_status fail(dds_status status, const char* fmt, ...) {
   char buf[512];

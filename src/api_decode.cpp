@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu_two_level.h"
 #include "internal.h"
 #include "rng.h"
 
@@ -20,8 +21,7 @@ constexpr uint32_t kSaltVerifyToken = 0x56544B31u;  // "VTK1"
 dds_status check_ptrs(Backend& be, const char* fn,
                       std::initializer_list<std::pair<const char*, const void*>> ptrs) {
   for (const auto& p : ptrs) {
-    if (!p.second) continue;
-    dds_status st = be.check_pointer(p.second, fn, p.first);
+    dds_status st = check_ptr(be, fn, p.first, p.second, 1);
     if (st != DDS_OK) return st;
   }
   return DDS_OK;
@@ -157,51 +157,10 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
 // statistics) so that p and q are exactly the distributions dds_sample samples from.
 // ------------------------------------------------------------------------------------------
 
-// Two-level Gumbel-max over log-weights w (w_t = -inf: excluded). Same structure as §4 of
-// docs/sampling.md with the verify salts.
-int32_t sample_weights(const std::vector<double>& w, uint64_t seed, uint32_t step, uint32_t pos) {
-  const int32_t V = (int32_t)w.size();
-  double m = -kInfD;
-  for (double x : w) m = std::max(m, x);
-  if (m == -kInfD) return 0;
-  int32_t best_block = -1;
-  double best = -kInfD;
-  for (int32_t b = 0; b * kBlockSize < V; ++b) {
-    const int32_t lo = b * kBlockSize, hi = std::min(V, lo + kBlockSize);
-    double s = 0;
-    bool any = false;
-    for (int32_t t = lo; t < hi; ++t)
-      if (w[t] > -kInfD) {
-        s += std::exp(w[t] - m);
-        any = true;
-      }
-    if (!any) continue;
-    const double score = m + std::log(s) + gumbel(seed, step, pos, (uint32_t)b, kSaltVerifyBlock);
-    if (best_block < 0 || score > best) {
-      best = score;
-      best_block = b;
-    }
-  }
-  const int32_t lo = best_block * kBlockSize, hi = std::min(V, lo + kBlockSize);
-  int32_t tok = -1;
-  double bv = -kInfD;
-  for (int32_t t = lo; t < hi; ++t) {
-    if (!(w[t] > -kInfD)) continue;
-    const double v = w[t] + gumbel(seed, step, pos, (uint32_t)t, kSaltVerifyToken);
-    if (tok < 0 || v > bv) {
-      bv = v;
-      tok = t;
-    }
-  }
-  return tok;
-}
-
-dds_status cpu_verify(const dds_sampler_config& cfg, const dds_verify_args& a) {
+dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_verify_args& a) {
   const int32_t V = cfg.vocab_size;
   const int32_t n = a.num_drafts;
-  std::unique_ptr<Backend> cpu;
-  dds_status st = make_cpu_backend(cfg, &cpu);
-  if (st != DDS_OK) return st;
+  dds_status st = DDS_OK;
   std::vector<float> P((size_t)(n + 1) * V), Q((size_t)std::max(n, 1) * V);
   if (a.request_status) std::fill(a.request_status, a.request_status + a.num_requests, 0);
   for (int32_t r = 0; r < a.num_requests; ++r) {
@@ -231,7 +190,7 @@ dds_status cpu_verify(const dds_sampler_config& cfg, const dds_verify_args& a) {
     s.row_offsets = nullptr;
     int32_t offs[2] = {0, nr + 1};
     s.row_offsets = offs;
-    if ((st = cpu->sample(s, nullptr)) != DDS_OK) return st;
+    if ((st = cpu.sample(s, nullptr)) != DDS_OK) return st;
     int32_t req_status = status;
     if (nr > 0) {
       s.num_rows = nr;
@@ -240,7 +199,7 @@ dds_status cpu_verify(const dds_sampler_config& cfg, const dds_verify_args& a) {
       s.logits =
           static_cast<const char*>(a.draft_logits) + (size_t)r * n * a.draft_row_stride * esz;
       s.probs = Q.data();
-      if ((st = cpu->sample(s, nullptr)) != DDS_OK) return st;
+      if ((st = cpu.sample(s, nullptr)) != DDS_OK) return st;
       req_status |= status;
     }
     const uint64_t seed = a.seeds ? a.seeds[r] : a.seed;
@@ -282,7 +241,8 @@ dds_status cpu_verify(const dds_sampler_config& cfg, const dds_verify_args& a) {
           const double pp = P[(size_t)i * V + t];
           w[t] = pp > 0 ? std::log(pp) : -kInfD;
         }
-      const int32_t tok = sample_weights(w, seed, step, (uint32_t)i);
+      const int32_t tok = two_level_gumbel_max(V, [&](int32_t t) { return w[t]; }, seed, step, (uint32_t)i,
+                                             kSaltVerifyBlock, kSaltVerifyToken);
       out[i] = tok;
       if (outlp) outlp[i] = logp(i, tok);
       rejected = true;
@@ -293,21 +253,14 @@ dds_status cpu_verify(const dds_sampler_config& cfg, const dds_verify_args& a) {
         const double pp = P[(size_t)nr * V + t];
         w[t] = pp > 0 ? std::log(pp) : -kInfD;
       }
-      const int32_t tok = sample_weights(w, seed, step, (uint32_t)nr);
+      const int32_t tok = two_level_gumbel_max(V, [&](int32_t t) { return w[t]; }, seed, step, (uint32_t)nr,
+                                             kSaltVerifyBlock, kSaltVerifyToken);
       out[nr] = tok;
       if (outlp) outlp[nr] = logp(nr, tok);
     }
     a.accepted_counts[r] = acc;
     if (a.request_status) a.request_status[r] = req_status;
   }
-  return DDS_OK;
-}
-
-dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t V) {
-  if (*stride == 0) *stride = V;
-  if (*stride < V)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%lld) must be >= vocab_size (%d) or 0",
-                fn, name, (long long)*stride, V);
   return DDS_OK;
 }
 
@@ -369,18 +322,8 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a) {
                                       {"finished", a->finished},
                                       {"request_status", a->request_status}});
   if (st != DDS_OK) return st;
-  if (a->row_offsets && be.host_readable()) {
-    const int32_t* o = a->row_offsets;
-    if (o[0] != 0) return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets[0] (%d) must be 0", fn, o[0]);
-    for (int32_t r = 0; r < a->num_requests; ++r)
-      if (o[r + 1] < o[r])
-        return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets must be non-decreasing (index %d)",
-                    fn, r + 1);
-    if (o[a->num_requests] != a->num_rows)
-      return fail(DDS_ERR_INVALID_ARGUMENT,
-                  "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
-                  o[a->num_requests], a->num_rows);
-  }
+  if (a->row_offsets && be.host_readable())
+    return check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, nullptr);
   return DDS_OK;
 }
 
@@ -409,9 +352,11 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
   if (!dtype_valid(a->dtype))
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
                 a->dtype);
-  dds_status st = resolve_stride(fn, "target_row_stride", &a->target_row_stride, V);
+  dds_status st = resolve_stride(fn, "target_row_stride", &a->target_row_stride, V,
+                                 (int64_t)a->num_requests * (a->num_drafts + 1));
   if (st != DDS_OK) return st;
-  if ((st = resolve_stride(fn, "draft_row_stride", &a->draft_row_stride, V)) != DDS_OK) return st;
+  if ((st = resolve_stride(fn, "draft_row_stride", &a->draft_row_stride, V,
+                             (int64_t)a->num_requests * a->num_drafts)) != DDS_OK) return st;
   if (std::isnan(a->temperature) || a->temperature < 0.f || std::isinf(a->temperature))
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) must be a finite value >= 0",
                 fn, (double)a->temperature);
@@ -519,7 +464,7 @@ DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args
     a.struct_size = sizeof a;
     dds_status st = dds::validate_verify(sampler, &a);
     if (st != DDS_OK) return st;
-    if (sampler->backend->host_readable()) return dds::cpu_verify(sampler->config, a);
+    if (sampler->backend->host_readable()) return dds::cpu_verify(*sampler->backend, sampler->config, a);
     return sampler->backend->verify(a, stream);
   });
 }

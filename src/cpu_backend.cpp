@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtype.h"
+#include "cpu_two_level.h"
 #include "internal.h"
 #include "rng.h"
 
@@ -225,12 +226,15 @@ class CpuBackend final : public Backend {
             if (v == kInf) v = FLT_MAX;
             // A finite l whose l * invT overflows to -inf stays in K0 as -FLT_MAX (the mirror of
             // the +inf rule): a K0 column at -inf made m = -inf, the filters NaN, `keep` empty,
-            // and two_level_sample index keep[-1024..-1] (found by tests/fuzz/fuzz_sample).
+            // and the two-level sampler index keep[-1024..-1] (found by reading; tests/fuzz/fuzz_sample
+            // re-finds it).
             else if (v == -kInf && k0[t]) v = -FLT_MAX;
             x[t] = v;
           }
           filter(x, k0, n0, q, &keep, &order);
-          token = two_level_sample(x, keep, q.seed, q.step, pos);
+          token = two_level_gumbel_max(  // §4
+              V, [&](int32_t t) { return keep[t] ? (double)x[t] : -kInfD; }, q.seed, q.step, pos,
+              kSaltBlock, kSaltToken);
         }
         // §5 statistics.
         RowStats st;
@@ -448,46 +452,6 @@ class CpuBackend final : public Backend {
       for (int32_t t = 0; t < V; ++t)
         if (keep[t] && !(std::exp((double)x[t] - m) >= (double)q.min_p)) keep[t] = 0;
     }
-  }
-
-  // §4: two-level Gumbel-max over the kept columns.
-  static int32_t two_level_sample(const std::vector<float>& x, const std::vector<char>& keep,
-                                  uint64_t seed, uint32_t step, uint32_t pos) {
-    const int32_t V = (int32_t)x.size();
-    const int32_t nblocks = (V + kBlockSize - 1) / kBlockSize;
-    double m = -kInfD;
-    for (int32_t t = 0; t < V; ++t)
-      if (keep[t]) m = std::max(m, (double)x[t]);
-    int32_t best_block = -1;
-    double best = -kInfD;
-    for (int32_t b = 0; b < nblocks; ++b) {
-      const int32_t lo = b * kBlockSize, hi = std::min(V, lo + kBlockSize);
-      double s = 0;
-      bool any = false;
-      for (int32_t t = lo; t < hi; ++t)
-        if (keep[t]) {
-          s += std::exp((double)x[t] - m);
-          any = true;
-        }
-      if (!any) continue;
-      const double score = m + std::log(s) + gumbel(seed, step, pos, (uint32_t)b, kSaltBlock);
-      if (best_block < 0 || score > best) {
-        best = score;
-        best_block = b;
-      }
-    }
-    const int32_t lo = best_block * kBlockSize, hi = std::min(V, lo + kBlockSize);
-    int32_t token = -1;
-    double bestv = -kInfD;
-    for (int32_t t = lo; t < hi; ++t) {
-      if (!keep[t]) continue;
-      const double v = (double)x[t] + gumbel(seed, step, pos, (uint32_t)t, kSaltToken);
-      if (token < 0 || v > bestv) {
-        bestv = v;
-        token = t;
-      }
-    }
-    return token;
   }
 
   dds_sampler_config cfg_;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dds/dds.h"
 
@@ -62,6 +63,23 @@ class Backend {
     return fail(DDS_ERR_UNSUPPORTED, "dds_verify_drafts: not implemented on this backend yet");
   }
 };
+
+// Shared argument checks (api.cpp). resolve_stride: 0 -> vocab, must be >= vocab, and
+// (rows - 1) * stride must stay below 2^62. check_row_offsets: 0, non-decreasing, ends at
+// num_rows (reads the offsets through the backend).
+dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab,
+                          int64_t rows);
+dds_status check_row_offsets(Backend& be, const char* fn, const int32_t* offs,
+                             int32_t num_requests, int32_t num_rows, dds_stream stream);
+// Alignment to `align` bytes and residency (Backend::check_pointer) of one pointer; NULL passes.
+dds_status check_ptr(Backend& be, const char* fn, const char* name, const void* p, size_t align);
+// Reads n elements of an argument array to the host (through the backend).
+template <typename T>
+dds_status fetch(Backend& be, const T* src, size_t n, std::vector<T>* dst, dds_stream stream) {
+  dst->resize(n);
+  if (n == 0) return DDS_OK;
+  return be.copy_to_host(dst->data(), src, n * sizeof(T), stream);
+}
 
 dds_status make_cpu_backend(const dds_sampler_config& cfg, std::unique_ptr<Backend>* out);
 // Defined in cuda_backend.cu when built with CUDA, else in no_cuda.cpp.

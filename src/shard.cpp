@@ -155,7 +155,7 @@ enum class Use { Plan, Partial, Finish };
 
 bool aligned(const void* p, size_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
-dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t width) {
+dds_status resolve_slice_stride(const char* fn, const char* name, int64_t* stride, int32_t width) {
   if (*stride == 0) *stride = width;
   if (*stride < width)
     return fail(DDS_ERR_INVALID_ARGUMENT,
@@ -250,19 +250,9 @@ dds_status validate(const char* fn, const dds_sampler* s, const dds_sample_args*
                 fn, a.num_requests, a.num_rows);
   const bool host = s->backend->host_readable();
   if (a.row_offsets && host) {
-    if (a.row_offsets[0] != 0)
-      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets[0] (%d) must be 0", fn,
-                  a.row_offsets[0]);
-    for (int32_t r = 0; r < a.num_requests; ++r)
-      if (a.row_offsets[r + 1] < a.row_offsets[r])
-        return fail(DDS_ERR_INVALID_ARGUMENT,
-                    "%s: args->row_offsets must be non-decreasing: row_offsets[%d] = %d < "
-                    "row_offsets[%d] = %d",
-                    fn, r + 1, a.row_offsets[r + 1], r, a.row_offsets[r]);
-    if (a.row_offsets[a.num_requests] != a.num_rows)
-      return fail(DDS_ERR_INVALID_ARGUMENT,
-                  "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
-                  a.row_offsets[a.num_requests], a.num_rows);
+    dds_status st = check_row_offsets(*s->backend, fn, a.row_offsets, a.num_requests, a.num_rows,
+                                      nullptr);
+    if (st != DDS_OK) return st;
   }
   const bool need_logits = use == Use::Partial || a.probs != nullptr;
   if (need_logits && a.logits == nullptr)
@@ -270,10 +260,10 @@ dds_status validate(const char* fn, const dds_sampler* s, const dds_sample_args*
   if (!dtype_valid(a.dtype))
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
                 a.dtype);
-  dds_status st = resolve_stride(fn, "row_stride", &a.row_stride, sh.vocab_slice);
+  dds_status st = resolve_slice_stride(fn, "row_stride", &a.row_stride, sh.vocab_slice);
   if (st != DDS_OK) return st;
   if (a.uncond_logits != nullptr) {
-    st = resolve_stride(fn, "uncond_row_stride", &a.uncond_row_stride, sh.vocab_slice);
+    st = resolve_slice_stride(fn, "uncond_row_stride", &a.uncond_row_stride, sh.vocab_slice);
     if (st != DDS_OK) return st;
     if (a.uncond_num_rows < 0)
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->uncond_num_rows (%d) must be >= 0", fn,
@@ -299,7 +289,7 @@ dds_status validate(const char* fn, const dds_sampler* s, const dds_sample_args*
     if (!dtype_valid(a.probs_dtype))
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->probs_dtype (%d) is not a dds_dtype", fn,
                   a.probs_dtype);
-    st = resolve_stride(fn, "probs_row_stride", &a.probs_row_stride, sh.vocab_slice);
+    st = resolve_slice_stride(fn, "probs_row_stride", &a.probs_row_stride, sh.vocab_slice);
     if (st != DDS_OK) return st;
   }
   if (use == Use::Finish && !a.tokens && !a.logprobs && !a.argmax && !a.confidence &&
