@@ -104,8 +104,10 @@ dds_configure_build() {
   local gen=()
   if [[ ! -f "${DDS_BUILD}/CMakeCache.txt" ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
   dds_log "configuring ${DDS_BUILD} (DDS_WITH_CUDA=${DDS_WITH_CUDA:-AUTO})"
+  # Tests and examples are set explicitly: a build folder configured earlier without them must not
+  # make the test stage find no tests.
   cmake -S "${DDS_ROOT}" -B "${DDS_BUILD}" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DDDS_WITH_CUDA="${DDS_WITH_CUDA:-AUTO}"
+    -DDDS_WITH_CUDA="${DDS_WITH_CUDA:-AUTO}" -DDDS_BUILD_TESTS=ON -DDDS_BUILD_EXAMPLES=ON
   dds_log "building (${DDS_JOBS} jobs)"
   cmake --build "${DDS_BUILD}" -j "${DDS_JOBS}" "$@"
 }
