@@ -10,12 +10,15 @@
 # If the prebuilt binaries do not run there, it builds with cmake/ninja instead.
 #
 # GPU_FINAL_STEPS="bindings peers" runs only those steps; PEERS_BUDGET / PEERS_TIMEOUT (seconds).
-# Output ($OUT, at most 8 files): summary.txt, c-gpu.log, memcheck.log, python.log,
-# bindings.log (Rust + Go), peers.log, decode.log, results.tar (docs/benchmarks).
+# Output ($OUT, at most 8 files): summary.txt, logs.tar (one <step>.log per step, appended as each
+# step ends, so a run cut short still brings back the finished steps), results.tar
+# (docs/benchmarks). Steps: c-gpu, multigpu (NCCL test, >= 2 GPUs), bench-nccl, python, bindings,
+# bench (dds_bench: sample + stash), bench-shard, peers, decode, memcheck, ncu.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
+LOGS=${LOGS:-$PWD/gpu-logs}
+mkdir -p "$OUT" "$LOGS"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 B=$PWD/.gpu-artifacts/build
@@ -27,9 +30,10 @@ step() {
   if [ -n "${GPU_FINAL_STEPS:-}" ] && [[ " $GPU_FINAL_STEPS " != *" $name "* ]]; then return 0; fi
   local t0=$SECONDS
   echo "=== [$name] $(date -u +%T)"
-  timeout "$limit" bash -c "$*" >"$OUT/$name.log" 2>&1
+  timeout "$limit" bash -c "$*" >"$LOGS/$name.log" 2>&1
   local rc=$?
-  tail -n 40 "$OUT/$name.log"
+  tail -n "${TAIL_LINES:-40}" "$LOGS/$name.log"
+  tar -rf "$OUT/logs.tar" -C "$LOGS" "$name.log"
   SUMMARY+=("$(printf '%-10s rc=%-4s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
   [ "$rc" -eq 0 ] || FAILED=1
 }
@@ -74,17 +78,45 @@ bindings() {
   bash bindings/go/gpu-test.sh "$B" || rc=1
   return $rc
 }
+nccl_env() {
+  # libdds_nccl needs libnccl.so.2: the CUDA toolkit's, else the nvidia-nccl wheel's.
+  local d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib \
+    "$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"; do
+    if [ -n "$d" ] && [ -e "$d/libnccl.so.2" ]; then export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; echo "libnccl: $d"; return 0; fi
+  done
+  echo "libnccl.so.2 not found"; return 1
+}
+multigpu() { nccl_env && nvidia-smi topo -m; "$B/test_nccl_shard"; }
+bench_nccl() { nccl_env && "$B/dds_bench_nccl"; }
+bench_all() { "$B/dds_bench" ${BENCH_ARGS:-}; }
+bench_shard() { "$B/dds_bench_shard"; }
+ncu_plain() {
+  # NCU_ARGS: dds_profile_sample's arguments (dtype V rows scenario calls); NCU_KERNEL: which
+  # kernel (regex), its 3rd launch.
+  "$B/dds_profile_sample" ${NCU_ARGS:-bf16 262144 4096 plain 5}
+  ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-row_pass}" --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section SourceCounters "$B/dds_profile_sample" ${NCU_ARGS:-bf16 262144 4096 plain 5}
+}
 peers() { DDS_LIB="$B/libdds.so" python3 bench/peers/run.py --budget "${PEERS_BUDGET:-120}"; }
 decode() { DDS_LIB="$B/libdds.so" python3 bench/peers/decode_bench.py; }
-export -f c_gpu memcheck python_gpu bindings peers decode
+export -f c_gpu memcheck python_gpu bindings peers decode nccl_env multigpu bench_nccl bench_all \
+  bench_shard ncu_plain
 
 step c-gpu 150 c_gpu
+step multigpu 120 multigpu
+step bench-nccl 150 bench_nccl
 step python 120 python_gpu
 step bindings 45 bindings
 export PEERS_BUDGET=${PEERS_BUDGET:-90}
 step peers "${PEERS_TIMEOUT:-150}" peers
-step decode 30 decode
+step decode 60 decode
+step bench 200 bench_all
+step bench-shard 60 bench_shard
 step memcheck 60 memcheck
+step ncu 90 ncu_plain
 tar -cf "$OUT/results.tar" docs/benchmarks 2>/dev/null
 {
   echo "=== gpu-final summary ($(date -u +%FT%TZ))"

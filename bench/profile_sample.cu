@@ -1,0 +1,83 @@
+// dds_profile_sample: calls dds_sample a few times on one shape, for a profiler (ncu / nsys) to
+// pick one launch. Usage: dds_profile_sample [f32|bf16] [V] [rows] [plain|topk|topp|minp] [calls]
+// Logits are sigma * N(0, 1), sigma = 2 (filled on the device). Prints the median call time
+// (CUDA events; unreliable under a profiler, which serialises and replays kernels).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <dds/dds.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+__global__ void fill(void* p, size_t n, int bf16, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 0x2c1b3c6dU; h ^= h >> 12; h *= 0x297a2d39U; h ^= h >> 15;
+    unsigned g = h * 0x9e3779b9u + 0x7f4a7c15u; g ^= g >> 16; g *= 0x85ebca6bU; g ^= g >> 13;
+    const float u1 = ((h >> 8) + 1) * (1.f / 16777217.f), u2 = (g >> 8) * (1.f / 16777216.f);
+    const float x = 2.f * sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    if (bf16) ((__nv_bfloat16*)p)[i] = __float2bfloat16(x); else ((float*)p)[i] = x;
+  }
+}
+
+int main(int argc, char** argv) {
+  const int bf16 = argc > 1 && !std::strcmp(argv[1], "bf16");
+  const int V = argc > 2 ? std::atoi(argv[2]) : 262144, rows = argc > 3 ? std::atoi(argv[3]) : 4096;
+  const char* scen = argc > 4 ? argv[4] : "plain";
+  const int calls = argc > 5 ? std::atoi(argv[5]) : 5;
+  const size_t n = (size_t)V * rows;
+  void* logits;
+  int32_t* out;
+  if (cudaMalloc(&logits, n * (bf16 ? 2 : 4)) != cudaSuccess || cudaMalloc(&out, (size_t)rows * 24) != cudaSuccess) {
+    std::printf("dds_profile_sample: no CUDA device or out of memory\n");
+    return 1;
+  }
+  fill<<<2048, 256>>>(logits, n, bf16, 12345u);
+  dds_sampler_config c;
+  dds_sampler_config_init(&c, sizeof c);
+  c.backend = DDS_BACKEND_CUDA;
+  c.vocab_size = V;
+  c.max_rows = rows;
+  c.max_requests = 1;
+  dds_sampler* s = nullptr;
+  if (dds_create(&c, &s) != DDS_OK) { std::printf("dds_create: %s\n", dds_last_error()); return 1; }
+  dds_sample_args a;
+  dds_sample_args_init(&a, sizeof a);
+  a.num_rows = rows;
+  a.num_requests = 1;
+  a.logits = logits;
+  a.dtype = bf16 ? DDS_DTYPE_BF16 : DDS_DTYPE_F32;
+  a.temperature = 1.f;
+  if (!std::strcmp(scen, "topk")) a.top_k = 50;
+  if (!std::strcmp(scen, "topp")) a.top_p = 0.9f;
+  if (!std::strcmp(scen, "minp")) a.min_p = 0.05f;
+  a.seed = 1;
+  a.tokens = out;
+  a.argmax = out + rows;
+  a.logprobs = (float*)(out + 2 * rows);
+  a.confidence = (float*)(out + 3 * rows);
+  a.margin = (float*)(out + 4 * rows);
+  a.entropy = (float*)(out + 5 * rows);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t;
+  for (int i = 0; i < calls; ++i) {
+    a.step = i;
+    cudaEventRecord(e0);
+    if (dds_sample(s, &a, nullptr) != DDS_OK) { std::printf("dds_sample: %s\n", dds_last_error()); return 1; }
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.push_back(ms * 1000.f);
+  }
+  std::sort(t.begin(), t.end());
+  std::printf("dds_profile_sample %s V=%d rows=%d %s: median %.1f us over %d calls\n", bf16 ? "bf16" : "f32", V,
+              rows, scen, t[t.size() / 2], calls);
+  dds_destroy(s);
+  return 0;
+}
