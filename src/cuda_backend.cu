@@ -52,6 +52,8 @@ class CudaBackend final : public Backend {
     ctx_.smem_optin = (size_t)optin;
     size_t a = cuda_sample_workspace_bytes(cfg_), b = cuda_stash_workspace_bytes(cfg_);
     ctx_.workspace_bytes = a > b ? a : b;
+    const size_t v = cuda_verify_workspace_bytes(cfg_);
+    if (v > ctx_.workspace_bytes) ctx_.workspace_bytes = v;
     if (ctx_.workspace_bytes > 0) {
       e = cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes);
       if (e != cudaSuccess) {
@@ -80,6 +82,10 @@ class CudaBackend final : public Backend {
   dds_status reveal(const dds_reveal_args& a, dds_stream stream) override {
     DeviceGuard g(ctx_.device);
     return cuda_reveal(ctx_, a, (cudaStream_t)stream);
+  }
+  dds_status verify(const dds_verify_args& a, dds_stream stream) override {
+    DeviceGuard g(ctx_.device);
+    return cuda_verify(ctx_, a, (cudaStream_t)stream);
   }
 
   dds_status copy_to_host(void* dst, const void* src, size_t bytes, dds_stream stream) override {

@@ -1,5 +1,5 @@
 // Dispatch of the decoder primitives on the CUDA backend (kernels/reveal.cuh).
-// dds_verify_drafts has no CUDA kernel yet: Backend::verify returns DDS_ERR_UNSUPPORTED.
+// dds_verify_drafts is dispatched by cuda_verify.cu (kernels/verify.cuh).
 #include "cuda_internal.h"
 #include "reveal.cuh"
 

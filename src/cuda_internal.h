@@ -30,6 +30,10 @@ dds_status cuda_stash(const CudaContext& ctx, const dds_stash_args& args, cudaSt
 // cuda_decode.cu: decoder primitives.
 dds_status cuda_reveal(const CudaContext& ctx, const dds_reveal_args& args, cudaStream_t stream);
 
+// cuda_verify.cu: speculative draft verification (scratch included in the workspace).
+size_t cuda_verify_workspace_bytes(const dds_sampler_config& cfg);
+dds_status cuda_verify(const CudaContext& ctx, const dds_verify_args& args, cudaStream_t stream);
+
 // Turns a failed launch (cudaGetLastError) into DDS_ERR_CUDA naming `fn`.
 inline dds_status check_launch(const char* fn) {
   cudaError_t e = cudaGetLastError();
