@@ -185,7 +185,7 @@ void rank_main(int rank, Shared* S) {
   c.device = rank;
   c.vocab_size = V;
   c.max_rows = rows;
-  c.max_requests = 1;
+  c.max_requests = rows;
   dds_sampler* s = nullptr;
   CKD(dds_create(&c, &s));
 
@@ -216,7 +216,7 @@ void rank_main(int rank, Shared* S) {
     dds_sample_args a;
     dds_sample_args_init(&a, sizeof a);
     a.num_rows = rows;
-    a.num_requests = 1;
+    a.num_requests = rows;
     a.dtype = DDS_DTYPE_BF16;
     a.temperature = 1.f;
     a.top_k = kScen[sc].top_k;

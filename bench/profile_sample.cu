@@ -41,13 +41,13 @@ int main(int argc, char** argv) {
   c.backend = DDS_BACKEND_CUDA;
   c.vocab_size = V;
   c.max_rows = rows;
-  c.max_requests = 1;
+  c.max_requests = rows;
   dds_sampler* s = nullptr;
   if (dds_create(&c, &s) != DDS_OK) { std::printf("dds_create: %s\n", dds_last_error()); return 1; }
   dds_sample_args a;
   dds_sample_args_init(&a, sizeof a);
   a.num_rows = rows;
-  a.num_requests = 1;
+  a.num_requests = rows;
   a.logits = logits;
   a.dtype = bf16 ? DDS_DTYPE_BF16 : DDS_DTYPE_F32;
   a.temperature = 1.f;
