@@ -2,9 +2,12 @@
 // Semantics: docs/decoding.md (the CPU reference is src/api_decode.cpp::cpu_reveal).
 //
 // Selection is by rank: a row is revealed iff its rank among the request's eligible rows, in the
-// order (key desc, position asc, row asc), is below n. Ranks are counted exactly by comparing
-// every pair of eligible rows (keys staged in shared memory tiles): O(m^2 / threads) per request,
-// about 1 us for 256 rows and tens of us for 4096 rows in one request.
+// order (key desc, position asc, row asc), is below n. The n-th row of that order is found by a
+// radix select (8-bit digits) over order-preserving 64-bit images of the key, then of (position,
+// row) among rows whose key ties with it; a row is revealed iff it is at or above that row.
+// O(m) per pass, 8 passes (16 with a tie at the boundary); FACTOR binary-searches n with selects
+// of the k-th key (its test is monotone in k for f >= 0). No limit on rows per request; the keys
+// live in the workspace (two uint64 per row).
 #ifndef DDS_KERNELS_REVEAL_CUH_
 #define DDS_KERNELS_REVEAL_CUH_
 
@@ -17,7 +20,6 @@ namespace dds {
 namespace reveal {
 
 constexpr int kThreads = 512;
-constexpr int kTile = 1024;
 
 struct Params {
   int32_t num_rows;
@@ -51,15 +53,9 @@ struct Params {
   int32_t* num_revealed;
   int32_t* finished;
   int32_t* request_status;
+  uint64_t* ws_key;  // scratch [num_rows]: ranking key image (0 = not eligible)
+  uint64_t* ws_tie;  // scratch [num_rows]: (position, row) tie-break image
 };
-
-__device__ __forceinline__ bool before(double ka, int32_t pa, int32_t ia, double kb, int32_t pb,
-                                       int32_t ib) {
-  // true if a ranks before b: key desc, position asc, row asc.
-  if (ka != kb) return ka > kb;
-  if (pa != pb) return pa < pb;
-  return ia < ib;
-}
 
 __device__ __forceinline__ int32_t block_sum(int32_t v, int32_t* red) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -83,28 +79,111 @@ __device__ __forceinline__ int32_t block_min(int32_t v, int32_t* red) {
   return t;
 }
 
+// Order-preserving 64-bit image of a ranking key (larger key -> larger integer; -0 == +0).
+// Never 0 for a non-NaN double: 0 marks an ineligible row.
+__device__ __forceinline__ uint64_t ord_key(double k) {
+  uint64_t b = (uint64_t)__double_as_longlong(k == 0.0 ? 0.0 : k);
+  return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+}
+__device__ __forceinline__ double key_from_ord(uint64_t o) {
+  const uint64_t b = (o >> 63) ? (o & 0x7fffffffffffffffull) : ~o;
+  return __longlong_as_double((long long)b);
+}
+// Tie-break image of (position asc, row asc): larger ranks first.
+__device__ __forceinline__ uint64_t tie_key(int32_t pos, int32_t j) {
+  const uint32_t up = (uint32_t)pos ^ 0x80000000u;
+  return ((uint64_t)(~up) << 32) | (uint64_t)(~(uint32_t)j);
+}
+
+struct SelSmem {
+  uint32_t hist[256];
+  uint64_t chosen;
+  int32_t krem;
+  int32_t cnt;
+};
+
+// Radix select (8-bit digits, warp-aggregated shared-memory counts, warp-parallel bucket scan):
+// the k-th largest (1-based) value among the request's eligible rows (pk != 0) of pk, or, with
+// TIE, of tb among the rows whose pk equals `eq`. *krem_out = the rank of the k-th among the
+// rows equal to the returned value, *cnt_out = how many rows hold that value. Needs
+// 1 <= k <= size of the set.
+template <bool TIE>
+__device__ uint64_t select_kth(const uint64_t* pk, const uint64_t* tb, int32_t nrows, uint64_t eq,
+                               int32_t k, int32_t* krem_out, int32_t* cnt_out, SelSmem& sm) {
+  uint64_t prefix = 0, mask = 0;
+  int32_t krem = k, cnt = 0;
+  const int lane = threadIdx.x & 31;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int q = threadIdx.x; q < 256; q += kThreads) sm.hist[q] = 0;
+    __syncthreads();
+    for (int32_t j0 = 0; j0 < nrows; j0 += kThreads) {
+      const int32_t j = j0 + threadIdx.x;
+      int d = 256;
+      if (j < nrows) {
+        const uint64_t a = pk[j];
+        if (a != 0 && (!TIE || a == eq)) {
+          const uint64_t v = TIE ? tb[j] : a;
+          if ((v & mask) == prefix) d = (int)((v >> shift) & 255u);
+        }
+      }
+      const unsigned peers = __match_any_sync(0xffffffffu, d);
+      if (d < 256 && lane == __ffs(peers) - 1) atomicAdd(&sm.hist[d], (uint32_t)__popc(peers));
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane L owns buckets 255 - 8L down to 248 - 8L (descending order).
+      uint32_t c[8];
+      uint32_t sum = 0;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        c[q] = sm.hist[255 - 8 * lane - q];
+        sum += c[q];
+      }
+      uint32_t incl = sum;
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t x = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += x;
+      }
+      const uint32_t excl = incl - sum;
+      if (excl < (uint32_t)krem && (uint32_t)krem <= incl) {
+        uint32_t cum = excl;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          if (cum + c[q] >= (uint32_t)krem) {
+            sm.chosen = (uint64_t)(255 - 8 * lane - q);
+            sm.krem = krem - (int32_t)cum;
+            sm.cnt = (int32_t)c[q];
+            break;
+          }
+          cum += c[q];
+        }
+      }
+    }
+    __syncthreads();
+    prefix |= sm.chosen << shift;
+    mask |= (uint64_t)255u << shift;
+    krem = sm.krem;
+    cnt = sm.cnt;
+    __syncthreads();
+  }
+  *krem_out = krem;
+  *cnt_out = cnt;
+  return prefix;
+}
+
 __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
-  __shared__ double s_key[kTile];
-  __shared__ int32_t s_pos[kTile];
-  __shared__ int32_t s_row[kTile];
   __shared__ int32_t s_red[kThreads / 32];
+  __shared__ SelSmem sm;
   const int32_t r = blockIdx.x;
   // Device row offsets are clamped to [0, num_rows) so that bad ones never read or write out of
   // bounds (the CPU backend rejects them on the host).
   const int32_t b = min(max(p.row_offsets ? p.row_offsets[r] : r, 0), p.num_rows);
   const int32_t e = min(max(p.row_offsets ? p.row_offsets[r + 1] : r + 1, b), p.num_rows);
-  int32_t nrows = e > b ? e - b : 0;
-  if (nrows > kThreads * 8) {  // more than the register-resident ranks hold: not processed
-    for (int32_t j = threadIdx.x; j < nrows; j += kThreads) p.reveal[b + j] = 0;
-    if (threadIdx.x == 0) {
-      if (p.num_revealed) p.num_revealed[r] = 0;
-      if (p.finished) p.finished[r] = 0;
-      if (p.request_status) p.request_status[r] = 1024;  // DDS_REQ_TOO_MANY_ROWS
-    }
-    return;
-  }
+  const int32_t nrows = e > b ? e - b : 0;
   int32_t* canvas = p.canvas ? p.canvas + (int64_t)r * p.canvas_stride : nullptr;
   int32_t status = 0;
+  uint64_t* pk = p.ws_key + b;
+  uint64_t* tb = p.ws_tie + b;
 
   // First EOS already in the canvas.
   int32_t first_eos = INT32_MAX;
@@ -126,48 +205,40 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   const uint32_t step = p.steps ? p.steps[r] : p.step;
   float tau = p.position_temperatures ? p.position_temperatures[r] : p.position_temperature;
   if (!(tau > 0.f) || isinf(tau)) tau = 0.f;
-
-  // Keys: -inf marks an ineligible row (never selected; excluded from ranks via the flag).
-  auto eligible_of = [&](int32_t i, int32_t pos, bool* bad_pos) {
-    bool ok = p.eligible ? p.eligible[i] != 0 : true;
-    if (canvas && (pos < 0 || pos >= p.canvas_length)) {
-      if (ok) *bad_pos = true;
-      ok = false;
-    }
-    if (ok && first_eos != INT32_MAX && pos > first_eos) ok = false;
-    return ok;
-  };
-  auto key_of = [&](int32_t i, int32_t pos) -> double {
-    const float s = p.scores[i];
-    double k = isnan(s) ? -INFINITY : (double)s;
-    if (policy == 3) {
-      k = (double)(random_bits(seed, step, (uint32_t)pos, 0u, kSaltReveal) >> 11);
-    } else if (policy == 0 && tau > 0.f) {
-      k = k / (double)tau + gumbel(seed, step, (uint32_t)pos, 1u, kSaltReveal);
-    }
-    return k;
-  };
-
-  // Pass 1: eligible count, bad positions, threshold count.
   const float thr = p.thresholds ? p.thresholds[r] : p.threshold;
+
+  // Pass 1: eligibility, ranking keys (to the workspace), counts.
   int32_t m_local = 0, thr_local = 0, bad_local = 0;
   for (int32_t j = threadIdx.x; j < nrows; j += kThreads) {
     const int32_t i = b + j;
     const int32_t pos = p.positions ? p.positions[i] : j;
-    bool bad = false;
-    const bool ok = eligible_of(i, pos, &bad);
-    bad_local |= bad;
+    bool ok = p.eligible ? p.eligible[i] != 0 : true;
+    if (canvas && (pos < 0 || pos >= p.canvas_length)) {
+      if (ok) bad_local = 1;
+      ok = false;
+    }
+    if (ok && first_eos != INT32_MAX && pos > first_eos) ok = false;
+    uint64_t key = 0;
     if (ok) {
       ++m_local;
       const float s = p.scores[i];
       if (!isnan(s) && (double)s >= (double)thr) ++thr_local;
+      double k = isnan(s) ? -INFINITY : (double)s;
+      if (policy == 3) {
+        k = (double)(random_bits(seed, step, (uint32_t)pos, 0u, kSaltReveal) >> 11);
+      } else if (policy == 0 && tau > 0.f) {
+        k = k / (double)tau + gumbel(seed, step, (uint32_t)pos, 1u, kSaltReveal);
+      }
+      key = ord_key(k);
     }
+    pk[j] = key;
+    tb[j] = tie_key(pos, j);
   }
   const int32_t m = block_sum(m_local, s_red);
   const int32_t n_thr = block_sum(thr_local, s_red);
   if (block_sum(bad_local, s_red) > 0) status |= 512;  // DDS_REQ_BAD_POSITION
 
-  // n for the count-based policies.
+  // How many.
   int32_t n = 0;
   if (m > 0) {
     if (policy == 0 || policy == 3) {
@@ -183,84 +254,50 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
       n = min(n, m);
     } else if (policy == 1) {
       n = max(n_thr, 1);
-    }
-  }
-  const float f = p.factors ? p.factors[r] : p.factor;
-
-  // Pass 2: ranks (each thread owns rows j = threadIdx.x + k * kThreads).
-  constexpr int kMaxOwn = 8;  // up to kThreads * 8 = 4096 rows per request, ranked in registers
-  int32_t rank[kMaxOwn];
-  double own_key[kMaxOwn];
-  int32_t own_pos[kMaxOwn];
-  bool own_ok[kMaxOwn];
-#pragma unroll
-  for (int k = 0; k < kMaxOwn; ++k) {
-    rank[k] = 0;
-    own_ok[k] = false;
-    const int32_t j = threadIdx.x + k * kThreads;
-    if (j < nrows) {
-      const int32_t i = b + j;
-      const int32_t pos = p.positions ? p.positions[i] : j;
-      bool bad = false;
-      own_ok[k] = eligible_of(i, pos, &bad);
-      own_pos[k] = pos;
-      own_key[k] = own_ok[k] ? key_of(i, pos) : 0.0;
-    }
-  }
-  if (m > 0) {
-    for (int32_t t0 = 0; t0 < nrows; t0 += kTile) {
-      __syncthreads();
-      for (int32_t t = threadIdx.x; t < kTile; t += kThreads) {
-        const int32_t j = t0 + t;
-        s_row[t] = -1;
-        if (j < nrows) {
-          const int32_t i = b + j;
-          const int32_t pos = p.positions ? p.positions[i] : j;
-          bool bad = false;
-          if (eligible_of(i, pos, &bad)) {
-            s_key[t] = key_of(i, pos);
-            s_pos[t] = pos;
-            s_row[t] = j;
-          }
+    } else {
+      // FACTOR: the largest n with c_k >= 1 - f / (k + 1) for every 2 <= k <= n (at least 1).
+      // For f >= 0 the test is monotone in k (c_k falls, the bound rises): binary search over
+      // k-th largest scores; otherwise (a bad device value) probe k = 2, 3, ... in order.
+      const float f = p.factors ? p.factors[r] : p.factor;
+      int32_t kr, cn;
+      auto pass = [&](int32_t k) {
+        const double c = key_from_ord(select_kth<false>(pk, tb, nrows, 0, k, &kr, &cn, sm));
+        return c >= 1.0 - (double)f / (double)(k + 1);
+      };
+      if (f >= 0.f) {
+        int32_t lo = 1, hi = m;
+        while (lo < hi) {
+          const int32_t mid = lo + (hi - lo + 1) / 2;
+          if (pass(mid))
+            lo = mid;
+          else
+            hi = mid - 1;
         }
-      }
-      __syncthreads();
-      const int32_t lim = min(kTile, nrows - t0);
-#pragma unroll
-      for (int k = 0; k < kMaxOwn; ++k) {
-        const int32_t j = threadIdx.x + k * kThreads;
-        if (j >= nrows || !own_ok[k]) continue;
-        int32_t c = 0;
-        for (int32_t t = 0; t < lim; ++t)
-          c += (s_row[t] >= 0 && before(s_key[t], s_pos[t], s_row[t], own_key[k], own_pos[k], j));
-        rank[k] += c;
+        n = lo;
+      } else {
+        n = 1;
+        while (n < m && pass(n + 1)) ++n;
       }
     }
   }
-  // FACTOR: n = first rank k (1-based, k >= 2) whose score fails c_k >= 1 - f / (k + 1), minus 1.
-  if (policy == 2 && m > 0) {
-    int32_t fail_local = INT32_MAX;
-#pragma unroll
-    for (int k = 0; k < kMaxOwn; ++k) {
-      const int32_t j = threadIdx.x + k * kThreads;
-      if (j >= nrows || !own_ok[k]) continue;
-      const int32_t kk = rank[k] + 1;
-      if (kk >= 2 && !(own_key[k] >= 1.0 - (double)f / (double)(kk + 1)))
-        fail_local = min(fail_local, kk);
+  // The n-th row in the order (key desc, position asc, row asc): (kn, tn).
+  uint64_t kn = ~0ull, tn = ~0ull;
+  if (n > 0) {
+    int32_t krem, cnt;
+    kn = select_kth<false>(pk, tb, nrows, 0, n, &krem, &cnt, sm);
+    tn = 0;  // every row with key kn is inside the first n
+    if (krem < cnt) {
+      int32_t k2, c2;
+      tn = select_kth<true>(pk, tb, nrows, kn, krem, &k2, &c2, sm);
     }
-    const int32_t first_fail = block_min(fail_local, s_red);
-    n = first_fail == INT32_MAX ? m : first_fail - 1;
-    n = max(n, 1);
   }
   // Outputs.
-#pragma unroll
-  for (int k = 0; k < kMaxOwn; ++k) {
-    const int32_t j = threadIdx.x + k * kThreads;
-    if (j >= nrows) continue;
+  for (int32_t j = threadIdx.x; j < nrows; j += kThreads) {
     const int32_t i = b + j;
-    const bool rev = own_ok[k] && rank[k] < n;
+    const uint64_t a = pk[j];
+    const bool rev = n > 0 && a != 0 && (a > kn || (a == kn && tb[j] >= tn));
     p.reveal[i] = rev ? 1 : 0;
-    if (rev && canvas) canvas[own_pos[k]] = p.tokens[i];
+    if (rev && canvas) canvas[p.positions ? p.positions[i] : j] = p.tokens[i];
   }
   if (p.num_revealed && threadIdx.x == 0) p.num_revealed[r] = n;
   if (p.finished) {
@@ -285,8 +322,10 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   if (p.request_status && threadIdx.x == 0) p.request_status[r] = status;
 }
 
-// Rows per request above this are not supported by the register-resident ranks.
-constexpr int32_t kMaxRowsPerRequest = kThreads * 8;
+// Workspace: two 64-bit keys per row.
+inline size_t workspace_bytes(int32_t max_rows) {
+  return 2 * sizeof(uint64_t) * (size_t)(max_rows > 0 ? max_rows : 1);
+}
 
 inline cudaError_t launch_reveal(const Params& p, cudaStream_t stream) {
   reveal_kernel<<<p.num_requests, kThreads, 0, stream>>>(p);

@@ -52,8 +52,8 @@ class CudaBackend final : public Backend {
     ctx_.smem_optin = (size_t)optin;
     size_t a = cuda_sample_workspace_bytes(cfg_), b = cuda_stash_workspace_bytes(cfg_);
     ctx_.workspace_bytes = a > b ? a : b;
-    const size_t v = cuda_verify_workspace_bytes(cfg_);
-    if (v > ctx_.workspace_bytes) ctx_.workspace_bytes = v;
+    for (size_t v : {cuda_verify_workspace_bytes(cfg_), cuda_reveal_workspace_bytes(cfg_)})
+      if (v > ctx_.workspace_bytes) ctx_.workspace_bytes = v;
     if (ctx_.workspace_bytes > 0) {
       e = cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes);
       if (e != cudaSuccess) {

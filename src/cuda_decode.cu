@@ -5,7 +5,13 @@
 
 namespace dds {
 
-dds_status cuda_reveal(const CudaContext&, const dds_reveal_args& a, cudaStream_t stream) {
+size_t cuda_reveal_workspace_bytes(const dds_sampler_config& cfg) {
+  return reveal::workspace_bytes(cfg.max_rows);
+}
+
+dds_status cuda_reveal(const CudaContext& ctx, const dds_reveal_args& a, cudaStream_t stream) {
+  if (ctx.workspace == nullptr || ctx.workspace_bytes < reveal::workspace_bytes(ctx.config.max_rows))
+    return fail(DDS_ERR_INTERNAL, "dds_reveal: the CUDA workspace is smaller than needed");
   reveal::Params p;
   p.num_rows = a.num_rows;
   p.num_requests = a.num_requests;
@@ -38,6 +44,8 @@ dds_status cuda_reveal(const CudaContext&, const dds_reveal_args& a, cudaStream_
   p.num_revealed = a.num_revealed;
   p.finished = a.finished;
   p.request_status = a.request_status;
+  p.ws_key = static_cast<uint64_t*>(ctx.workspace);
+  p.ws_tie = p.ws_key + (ctx.config.max_rows > 0 ? ctx.config.max_rows : 1);
   if (reveal::launch_reveal(p, stream) != cudaSuccess) return check_launch("dds_reveal");
   return DDS_OK;
 }

@@ -28,6 +28,7 @@ size_t cuda_stash_workspace_bytes(const dds_sampler_config& cfg);
 dds_status cuda_stash(const CudaContext& ctx, const dds_stash_args& args, cudaStream_t stream);
 
 // cuda_decode.cu: decoder primitives.
+size_t cuda_reveal_workspace_bytes(const dds_sampler_config& cfg);
 dds_status cuda_reveal(const CudaContext& ctx, const dds_reveal_args& args, cudaStream_t stream);
 
 // cuda_verify.cu: speculative draft verification (scratch included in the workspace).

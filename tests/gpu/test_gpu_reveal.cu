@@ -1,6 +1,6 @@
 // dds_reveal on the CUDA backend: parity with the CPU oracle over mixed policies, canvas writes,
-// the EOS rule, graph capture and replay with new steps. dds_verify_drafts is CPU-only for now:
-// the CUDA backend must say so with DDS_ERR_UNSUPPORTED.
+// the EOS rule, graph capture and replay with new steps; large requests (3000 and 4096 rows, the
+// radix-select path). dds_verify_drafts has its own test (test_gpu_verify.cu).
 #include "gpu_main.h"
 
 #include <dds/dds.h>
@@ -54,8 +54,10 @@ Case random_case(std::mt19937& rng, int R, int max_rows, int L) {
   c.R = R;
   c.L = L;
   c.offs.push_back(0);
-  std::uniform_int_distribution<int> nr(1, max_rows);
-  for (int r = 0; r < R; ++r) c.offs.push_back(c.offs.back() + std::min(nr(rng), L));
+  std::uniform_int_distribution<int> nr(1, std::max(1, max_rows));
+  // max_rows < 0: exactly -max_rows rows per request.
+  for (int r = 0; r < R; ++r)
+    c.offs.push_back(c.offs.back() + std::min(max_rows < 0 ? -max_rows : nr(rng), L));
   c.rows = c.offs.back();
   std::uniform_real_distribution<float> U(0.f, 1.f);
   for (int r = 0; r < R; ++r) {
@@ -143,6 +145,7 @@ TEST_CASE("CUDA dds_reveal matches the CPU oracle (mixed policies, ties, canvas,
     int R, max_rows, L;
   };
   for (Shape sh : {Shape{1, 1, 4}, Shape{3, 7, 16}, Shape{64, 256, 256}, Shape{8, 4096, 4096},
+                   Shape{2, -3000, 3000}, Shape{2, -4096, 4096}, Shape{1, -20000, 20000},
                    Shape{257, 40, 64}}) {
     CAPTURE(sh.R);
     CAPTURE(sh.max_rows);
@@ -213,23 +216,5 @@ TEST_CASE("CUDA dds_reveal matches the CPU oracle (mixed policies, ties, canvas,
     cudaStreamDestroy(st);
   }
   dds_destroy(cpu);
-  dds_destroy(gpu);
-}
-
-TEST_CASE("CUDA dds_verify_drafts is not implemented yet and says so") {
-  dds_sampler* gpu = make(DDS_BACKEND_CUDA, 8);
-  float* d = nullptr;
-  int32_t* t = nullptr;
-  DDS_CUDA_CHECK(cudaMalloc(&d, 64 * sizeof(float)));
-  DDS_CUDA_CHECK(cudaMalloc(&t, 16 * sizeof(int32_t)));
-  dds_verify_args a;
-  dds_verify_args_init(&a, sizeof a);
-  a.num_drafts = 0;
-  a.target_logits = d;
-  a.accepted_counts = t;
-  a.out_tokens = t + 4;
-  CHECK(dds_verify_drafts(gpu, &a, nullptr) == DDS_ERR_UNSUPPORTED);
-  cudaFree(d);
-  cudaFree(t);
   dds_destroy(gpu);
 }
