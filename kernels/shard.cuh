@@ -392,6 +392,8 @@ struct KRule {
   bool use_min_p;
   double min_p;
   double M;        // global max of a
+  bool use_xmin;   // CUDA: min-p as the equivalent fp32 threshold x >= xmin (set by the device
+  float xmin;      // code from the same exp; the CPU never sets it)
 };
 
 DDS_HD KRule rule_k0() {
@@ -406,7 +408,13 @@ DDS_HD bool in_rule(const KRule& k, const Col& col, int32_t id) {
     const uint32_t key = order_key(col.x);
     if (key < k.vkey || (key == k.vkey && id > k.id_thr)) return false;
   }
-  if (k.use_min_p && !(dexp((double)col.x - k.M) >= k.min_p)) return false;
+  if (k.use_min_p) {
+    if (k.use_xmin) {
+      if (!(col.x >= k.xmin)) return false;
+    } else if (!(dexp((double)col.x - k.M) >= k.min_p)) {
+      return false;
+    }
+  }
   return true;
 }
 
@@ -631,7 +639,45 @@ struct RadixState {
   int64_t final_count;  // count in the prefix's bin at the last level walked
 };
 
-DDS_HD RadixState radix_walk(const Call& c, const Row& w, double target, int rounds_done) {
+// The gathered radix bins of a row, summed over the ranks in offset order (count, then mass).
+// Bins::get(d, b, &cnt, &mass) gives bin b of radix round d (0-based). GatheredBins reads the
+// gathered records directly (CPU; any caller); the CUDA kernels pre-sum them into shared memory
+// in the same order (bit-identical sums).
+struct GatheredBins {
+  const Call* c;
+  const Row* w;
+  DDS_HD void get(int d, int b, int64_t* cnt_out, double* mass_out) const {
+    int64_t cnt = 0;
+    double mass = 0;
+    for (int32_t o = 0; o < w->nranks; ++o) {
+      const RadixRec& rr =
+          *reinterpret_cast<const RadixRec*>(rec(*c, c->first_radix + d, w->order[o], w->i));
+      cnt += rr.count[b];
+      mass += rr.mass[b];
+    }
+    *cnt_out = cnt;
+    *mass_out = mass;
+  }
+};
+
+// Z1 of top-p without top-k: the global sum of exp(a - M_a) over K0, as the sum of the bins of the
+// first radix round (bins from the top, each summed over the ranks in offset order). Summed from
+// the same float64 terms as the walk's running mass (not from round 0's sums), so that the cut is
+// decided in one precision on every backend.
+template <class Bins>
+DDS_HD double radix_z1(const Bins& bins) {
+  double z = 0;
+  for (int b = kBins - 1; b >= 0; --b) {
+    int64_t cnt;
+    double mass;
+    bins.get(0, b, &cnt, &mass);
+    if (cnt) z += mass;
+  }
+  return z;
+}
+
+template <class Bins>
+DDS_HD RadixState radix_walk(const Bins& bins, double target, int rounds_done) {
   RadixState s;
   s.prefix = 0;
   s.cum = 0;
@@ -639,18 +685,13 @@ DDS_HD RadixState radix_walk(const Call& c, const Row& w, double target, int rou
   s.keep_all = false;
   s.final_count = 0;
   for (int d = 0; d < rounds_done; ++d) {
-    const int32_t round = c.first_radix + d;
     int found = -1, last = -1;
     double cum = s.cum, cum_last = s.cum;
     int64_t above = s.above, above_last = s.above, cnt_found = 0, cnt_last = 0;
     for (int b = kBins - 1; b >= 0; --b) {
       int64_t cnt = 0;
       double mass = 0;
-      for (int32_t o = 0; o < w.nranks; ++o) {
-        const RadixRec& rr = *reinterpret_cast<const RadixRec*>(rec(c, round, w.order[o], w.i));
-        cnt += rr.count[b];
-        mass += rr.mass[b];
-      }
+      bins.get(d, b, &cnt, &mass);
       if (cnt == 0) continue;
       if (cum + mass >= target) {
         found = b;
@@ -684,8 +725,9 @@ DDS_HD RadixState radix_walk(const Call& c, const Row& w, double target, int rou
   return s;
 }
 
-// The filtered set of row w. for_kept: also resolve the radix threshold (rounds >= KEPT).
-DDS_HD KRule k_rule(const Call& c, const Row& w, const Global& g, bool for_kept) {
+// The filtered set of row w, except the radix threshold of top-p without top-k (k.radix set, see
+// k_rule_radix).
+DDS_HD KRule k_rule_base(const Call& c, const Row& w, const Global& g) {
   KRule k = rule_k0();
   const Params& q = w.q;
   if (q.greedy || g.n0 == 0) return k;
@@ -740,9 +782,18 @@ DDS_HD KRule k_rule(const Call& c, const Row& w, const Global& g, bool for_kept)
     k.id_thr = last.id;
   } else if (use_p) {
     k.radix = true;
-    if (!for_kept || c.first_radix < 0) return k;
-    const double target = (double)q.p * g.Za;
-    const RadixState s = radix_walk(c, w, target, kRadixRounds);
+  }
+  return k;
+}
+
+// Resolves the radix threshold (rounds >= KEPT) from the gathered bins of all radix rounds.
+template <class Bins>
+DDS_HD void k_rule_radix(const Call& c, const Row& w, const Global& g, const Bins& bins, KRule* kp) {
+  KRule& k = *kp;
+  if (!k.radix || c.first_radix < 0) return;
+  {
+    const double target = (double)w.q.p * radix_z1(bins);
+    const RadixState s = radix_walk(bins, target, kRadixRounds);
     if (!s.keep_all) {
       const double e = dexp((double)key_value(s.prefix) - g.Ma);
       double S = s.cum;
@@ -760,21 +811,40 @@ DDS_HD KRule k_rule(const Call& c, const Row& w, const Global& g, bool for_kept)
       k.id_thr = -1;  // set per rank by localize()
     }
   }
+}
+
+// The filtered set of row w. for_kept: also resolve the radix threshold (rounds >= KEPT).
+DDS_HD KRule k_rule(const Call& c, const Row& w, const Global& g, bool for_kept) {
+  KRule k = k_rule_base(c, w, g);
+  if (for_kept) {
+    GatheredBins bins{&c, &w};
+    k_rule_radix(c, w, g, bins, &k);
+  }
   return k;
 }
 
 // Radix path: turns the global count of kept ties into this rank's last kept id (the ties of the
 // ranks with lower offsets come first), so the rule becomes stateless.
-DDS_HD void localize(const Call& c, const Row& w, KRule* k) {
-  if (!k->radix || !k->has_thr) return;
+// localize_keep: how many of this rank's ties it keeps (<= 0: none), and (*mine) how many ties it
+// has (its last-round count of the threshold key): keep >= mine keeps them all.
+DDS_HD int64_t localize_keep(const Call& c, const Row& w, const KRule& k, int64_t* mine) {
   int64_t before_me = 0;
   const int32_t last = c.first_radix + kRadixRounds - 1;
+  *mine = 0;
   for (int32_t o = 0; o < w.nranks; ++o) {
-    if (w.order[o] == c.rank) break;
     const RadixRec& rr = *reinterpret_cast<const RadixRec*>(rec(c, last, w.order[o], w.i));
-    before_me += rr.count[k->vkey & 255u];
+    if (w.order[o] == c.rank) {
+      *mine = rr.count[k.vkey & 255u];
+      break;
+    }
+    before_me += rr.count[k.vkey & 255u];
   }
-  int64_t keep = k->tie_keep - before_me;
+  return k.tie_keep - before_me;
+}
+DDS_HD void localize(const Call& c, const Row& w, KRule* k) {
+  if (!k->radix || !k->has_thr) return;
+  int64_t mine;
+  int64_t keep = localize_keep(c, w, *k, &mine);
   k->id_thr = c.off - 1;  // none of this rank's ties
   if (keep <= 0) return;
   for (int32_t t = 0; t < c.Vs; ++t) {
@@ -797,8 +867,9 @@ DDS_HD void partial_radix_row(const Call& c, int32_t round, int32_t i, unsigned 
   const KRule k = k_rule(c, w, g, false);
   if (!k.radix) return;
   const int d = round - c.first_radix;  // bytes already decided
-  const double target = (double)w.q.p * g.Za;
-  const RadixState s = radix_walk(c, w, target, d);
+  const GatheredBins bins{&c, &w};
+  const double target = d > 0 ? (double)w.q.p * radix_z1(bins) : 0.0;
+  const RadixState s = radix_walk(bins, target, d);
   if (s.keep_all) return;
   const int shift = 24 - 8 * d;
   for (int32_t t = 0; t < c.Vs; ++t) {
@@ -886,28 +957,39 @@ DDS_HD Winner combine_shares(const Call& c, const Row& w, bool kept, double M) {
   return best;
 }
 
-// Writes row i's outputs; returns the row's DDS_REQ_EMPTY_ROW bit (request flags are the
-// caller's: they are per request).
-DDS_HD int32_t finish_row(const Call& c, int32_t i) {
+// What the probs of a row need after finish_core.
+struct FinishState {
+  bool empty;     // K0 empty: zero probs
+  bool onehot;    // processed stats of a greedy row: one-hot of the token
+  bool guided;    // guided stats: softmax(l) over K0
+  int32_t token;
+  double M, logS;
+  KRule k;        // the filtered set (processed stats of filtered rows; radix resolved)
+};
+
+// Writes row w's scalar outputs (tokens, argmax, logprobs, confidence, margin, entropy) from the
+// gathered records; the radix threshold (if any) from `bins`. Returns what the probs need.
+template <class Bins>
+DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, const Bins& bins) {
   const dds_sample_args& a = c.a;
-  Row w;
-  make_row(c, i, true, &w);
+  const int32_t i = w.i;
   const Params& q = w.q;
-  const Global g = global_stats(c, w);
+  FinishState f;
+  memset(&f, 0, sizeof f);
+  f.k = rule_k0();
   if (g.n0 == 0) {
+    f.empty = true;
     if (a.tokens) a.tokens[i] = 0;
     if (a.argmax) a.argmax[i] = 0;
     if (a.logprobs) a.logprobs[i] = neg_inf_f();
     if (a.confidence) a.confidence[i] = 0.f;
     if (a.margin) a.margin[i] = 0.f;
     if (a.entropy) a.entropy[i] = 0.f;
-    if (a.probs)
-      for (int32_t t = 0; t < c.Vs; ++t)
-        store_val(a.probs, a.probs_dtype, (int64_t)i * a.probs_row_stride + t, 0.f);
-    return DDS_REQ_EMPTY_ROW;
+    return f;
   }
   const int32_t amax = g.l_id[0];
-  KRule k = k_rule(c, w, g, true);
+  KRule k = k_rule_base(c, w, g);
+  k_rule_radix(c, w, g, bins, &k);
   int32_t token;
   Winner win = no_winner();
   if (q.greedy) {
@@ -964,27 +1046,40 @@ DDS_HD int32_t finish_row(const Call& c, int32_t i) {
   if (a.confidence) a.confidence[i] = (float)conf;
   if (a.margin) a.margin[i] = (float)margin;
   if (a.entropy) a.entropy[i] = (float)ent;
+  f.onehot = onehot;
+  f.guided = guided;
+  f.token = token;
+  f.M = M;
+  f.logS = logS;
+  f.k = (!guided && k.filtered) ? k : rule_k0();  // the support: K0 (guided, unfiltered) or K
+  return f;
+}
+
+// probs of column t (local) of row w; f.k localized (localize()) when it is the radix rule.
+DDS_HD float finish_prob(const Call& c, const Row& w, const FinishState& f, int32_t t) {
+  if (f.empty) return 0.f;
+  if (f.onehot) return c.off + t == f.token ? 1.f : 0.f;
+  const Col col = column(c, w, t);
+  return in_rule(f.k, col, c.off + t)
+             ? (float)dexp(((double)(f.guided ? col.l : col.x) - f.M) - f.logS)
+             : 0.f;
+}
+
+// Writes row i's outputs; returns the row's DDS_REQ_EMPTY_ROW bit (request flags are the
+// caller's: they are per request).
+DDS_HD int32_t finish_row(const Call& c, int32_t i) {
+  const dds_sample_args& a = c.a;
+  Row w;
+  make_row(c, i, true, &w);
+  const Global g = global_stats(c, w);
+  const GatheredBins bins{&c, &w};
+  FinishState f = finish_core(c, w, g, bins);
   if (a.probs) {
+    localize(c, w, &f.k);
     const int64_t base = (int64_t)i * a.probs_row_stride;
-    KRule use = rule_k0();  // the support: K0 (guided, unfiltered) or K
-    if (!guided && k.filtered) {
-      localize(c, w, &k);
-      use = k;
-    }
-    for (int32_t t = 0; t < c.Vs; ++t) {
-      float p;
-      if (onehot) {
-        p = c.off + t == token ? 1.f : 0.f;
-      } else {
-        const Col col = column(c, w, t);
-        p = in_rule(use, col, c.off + t)
-                ? (float)dexp(((double)(guided ? col.l : col.x) - M) - logS)
-                : 0.f;
-      }
-      store_val(a.probs, a.probs_dtype, base + t, p);
-    }
+    for (int32_t t = 0; t < c.Vs; ++t) store_val(a.probs, a.probs_dtype, base + t, finish_prob(c, w, f, t));
   }
-  return 0;
+  return f.empty ? DDS_REQ_EMPTY_ROW : 0;
 }
 
 }  // namespace shard
