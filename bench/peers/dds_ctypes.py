@@ -32,6 +32,20 @@ class SampleArgs(C.Structure):
                 ("request_status", P)]
 
 
+class VerifyArgs(C.Structure):
+    """dds_verify_args (include/dds/dds.h)."""
+    _fields_ = [("struct_size", C.c_size_t), ("num_requests", C.c_int32),
+                ("num_drafts", C.c_int32), ("draft_counts", P), ("draft_tokens", P),
+                ("draft_logits", P), ("draft_row_stride", C.c_int64), ("target_logits", P),
+                ("target_row_stride", C.c_int64), ("dtype", C.c_int32),
+                ("temperatures", P), ("temperature", C.c_float), ("top_ks", P),
+                ("top_k", C.c_int32), ("top_ps", P), ("top_p", C.c_float), ("min_ps", P),
+                ("min_p", C.c_float), ("seeds", P), ("seed", C.c_uint64), ("steps", P),
+                ("step", C.c_uint32), ("banned_token", C.c_int32),
+                ("accepted_counts", P), ("out_tokens", P), ("out_logprobs", P),
+                ("request_status", P)]
+
+
 DTYPE = {"float32": 0, "bfloat16": 1, "float16": 2}
 
 
@@ -47,6 +61,9 @@ class Lib:
         L.dds_create.argtypes = [P, P]
         L.dds_destroy.argtypes = [P]
         L.dds_sample.argtypes = [P, P, P]
+        if hasattr(L, "dds_verify_drafts"):
+            L.dds_verify_args_init.argtypes = [P, C.c_size_t]
+            L.dds_verify_drafts.argtypes = [P, P, P]
 
     def check(self, st, what):
         if st != 0:
@@ -72,6 +89,15 @@ class Sampler:
 
     def sample(self, a, stream):
         self.L.check(self.L.lib.dds_sample(self.h, C.byref(a), P(stream)), "dds_sample")
+
+    def verify_args(self):
+        a = VerifyArgs()
+        self.L.check(self.L.lib.dds_verify_args_init(C.byref(a), C.sizeof(a)), "verify_args_init")
+        return a
+
+    def verify(self, a, stream):
+        self.L.check(self.L.lib.dds_verify_drafts(self.h, C.byref(a), P(stream)),
+                     "dds_verify_drafts")
 
     def close(self):
         if self.h:

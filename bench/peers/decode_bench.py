@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""dds_reveal against the PyTorch form of the same step (top-n by score among eligible rows,
-argsort/topk + scatter), timed in the same run with CUDA events (median of 20 after warm-up).
+"""dds_reveal and dds_verify_drafts against the PyTorch form of the same step, timed in the same
+run with CUDA events (median of 20 after warm-up).
 
-Shapes: 64 requests x 256 positions and 8 requests x 4096 positions, TOP_N with n = 8 per
-request. Prints a markdown table and appends it to docs/benchmarks/decode.md.
+Reveal: 64 requests x 256 positions and 8 requests x 4096 positions, TOP_N with n = 8 per
+request, against argsort/topk + scatter.
+Verification: 64 requests, n = 4 and 8 drafts, V = 32000 and 151936, f32 logits, temperature 1,
+against softmax p and q, the ratio test with uniforms, cumprod for the first rejection, the
+residual max(p - q, 0) and torch.multinomial; inputs rotate over 3 buffer sets. The two draw
+different random numbers, so the table compares mean accepted counts (both should be near the
+expectation) rather than tokens.
+Prints markdown tables and writes them to docs/benchmarks/decode.md.
 Usage: DDS_LIB=build-gpu/libdds.so python3 bench/peers/decode_bench.py
 """
 import ctypes as C
@@ -59,6 +65,94 @@ def torch_reveal(scores, eligible, R, L, n, canvas, tokens):
     return reveal
 
 
+def torch_verify(tl, dl, drafts):
+    """The PyTorch form of one verification step. tl [R, n+1, V], dl [R, n, V] f32 logits,
+    drafts [R, n] int64. Returns (accepted [R], out tokens [R, n+1] padded with -1)."""
+    R, n1, V = tl.shape
+    n = n1 - 1
+    p = torch.softmax(tl, dim=-1)
+    q = torch.softmax(dl, dim=-1)
+    pd = p[:, :n].gather(-1, drafts.unsqueeze(-1)).squeeze(-1)
+    qd = q.gather(-1, drafts.unsqueeze(-1)).squeeze(-1)
+    u = torch.rand(R, n, device=tl.device)
+    ok = (u * qd < pd).to(torch.int32)
+    acc = ok.cumprod(dim=-1).sum(dim=-1)  # accepted prefix length
+    ar = torch.arange(R, device=tl.device)
+    p_i = p[ar, acc]
+    q_i = q[ar, acc.clamp(max=n - 1)]
+    resid = (p_i - q_i).clamp_min(0)
+    rejected = (acc < n).unsqueeze(-1)
+    resid = torch.where(rejected & (resid.sum(-1, keepdim=True) > 0), resid, p_i)
+    tok = torch.multinomial(resid, 1).squeeze(-1)
+    pos = torch.arange(n + 1, device=tl.device).unsqueeze(0)
+    out = torch.where(pos < acc.unsqueeze(-1), torch.nn.functional.pad(drafts, (0, 1)), -1)
+    out.scatter_(1, acc.unsqueeze(-1).to(torch.int64), tok.unsqueeze(-1))
+    return acc, out
+
+
+def bench_verify(lib, R=64, sets=3):
+    rows = []
+    for V in (32000, 151936):
+        for n in (4, 8):
+            s = dds_ctypes.Sampler(lib, V, R * (n + 1), R)
+            g = torch.Generator(device="cuda")
+            g.manual_seed(V + n)
+            bufs = []
+            for _ in range(sets):
+                tl = 2.0 * torch.randn(R, n + 1, V, device="cuda", generator=g)
+                dl = tl[:, :n] + 1.0 * torch.randn(R, n, V, device="cuda", generator=g)
+                drafts = torch.multinomial(torch.softmax(dl, -1).view(R * n, V), 1,
+                                           generator=g).view(R, n)
+                bufs.append((tl.contiguous(), dl.contiguous(), drafts,
+                             drafts.to(torch.int32).contiguous()))
+            acc = torch.empty(R, dtype=torch.int32, device="cuda")
+            out = torch.empty(R, n + 1, dtype=torch.int32, device="cuda")
+            lp = torch.empty(R, n + 1, dtype=torch.float32, device="cuda")
+            stream = torch.cuda.current_stream().cuda_stream
+            args = []
+            for tl, dl, _, d32 in bufs:
+                a = s.verify_args()
+                a.num_requests, a.num_drafts = R, n
+                a.target_logits, a.draft_logits = tl.data_ptr(), dl.data_ptr()
+                a.draft_tokens = d32.data_ptr()
+                a.temperature = 1.0
+                a.accepted_counts, a.out_tokens, a.out_logprobs = (acc.data_ptr(), out.data_ptr(),
+                                                                   lp.data_ptr())
+                args.append(a)
+            it = {"k": 0}
+
+            def run_dds():
+                k = it["k"] % sets
+                it["k"] += 1
+                args[k].seed = it["k"]
+                s.verify(args[k], stream)
+
+            def run_torch():
+                k = it["k"] % sets
+                it["k"] += 1
+                tl, dl, d64, _ = bufs[k]
+                torch_verify(tl, dl, d64)
+
+            # Mean accepted drafts per request over the buffer sets, both implementations.
+            acc_dds, acc_torch = [], []
+            for k in range(sets):
+                it["k"] = k
+                run_dds()
+                torch.cuda.synchronize()
+                acc_dds.append(acc.float().mean().item())
+                a_t, _ = torch_verify(bufs[k][0], bufs[k][1], bufs[k][2])
+                acc_torch.append(a_t.float().mean().item())
+            it["k"] = 0
+            t_dds = timeit(run_dds)
+            t_torch = timeit(run_torch)
+            rows.append((R, n, V, t_dds, t_torch, statistics.mean(acc_dds),
+                         statistics.mean(acc_torch)))
+            s.close()
+            del bufs, args
+            torch.cuda.empty_cache()
+    return rows
+
+
 def main():
     lib = dds_ctypes.Lib(os.environ.get("DDS_LIB"))
     L_ = lib.lib
@@ -101,7 +195,19 @@ def main():
              "|---|---|---|---|---|---|"]
     for R, L, n, td, tt, same in rows_out:
         lines.append(f"| {R} x {L} | {n} | {td:.1f} | {tt:.1f} | {tt / td:.1f}x | {same} |")
-    lines += ["", "dds_verify_drafts has no CUDA kernel yet (CPU only), so it is not timed here.", ""]
+    vrows = bench_verify(lib)
+    lines += ["", f"## dds_verify_drafts vs PyTorch — {gpu}, {datetime.date.today().isoformat()}",
+              "",
+              "f32 logits (2 N(0,1) targets, drafts = targets + N(0,1)), temperature 1, inputs "
+              "rotating over 3 buffer sets; PyTorch: softmax p, q, ratio test, cumprod, residual, "
+              "multinomial.", "",
+              "| requests | n | V | dds us | PyTorch us | speed-up | mean accepted dds | "
+              "mean accepted PyTorch |",
+              "|---|---|---|---|---|---|---|---|"]
+    for R, n, V, td, tt, ad, at in vrows:
+        lines.append(f"| {R} | {n} | {V} | {td:.1f} | {tt:.1f} | {tt / td:.2f}x | {ad:.3f} | "
+                     f"{at:.3f} |")
+    lines.append("")
     text = "\n".join(lines)
     print(text)
     out = os.path.join(HERE, "..", "..", "docs", "benchmarks")
