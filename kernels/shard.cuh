@@ -629,6 +629,15 @@ DDS_HD bool merge_next(const Call& c, const Row& w, Merge* m, Cand* out) {
   *out = bc;
   return true;
 }
+// The merged candidates in order, from the gathered records (reset() restarts). The CUDA kernels
+// use an equivalent source over the merged list pre-built in shared memory.
+struct GatheredMerge {
+  const Call* c;
+  const Row* w;
+  Merge m;
+  DDS_HD void reset() { memset(&m, 0, sizeof m); }
+  DDS_HD bool next(Cand* out) { return merge_next(*c, *w, &m, out); }
+};
 
 // Radix-select state after the first `rounds_done` radix rounds.
 struct RadixState {
@@ -726,8 +735,10 @@ DDS_HD RadixState radix_walk(const Bins& bins, double target, int rounds_done) {
 }
 
 // The filtered set of row w, except the radix threshold of top-p without top-k (k.radix set, see
-// k_rule_radix).
-DDS_HD KRule k_rule_base(const Call& c, const Row& w, const Global& g) {
+// k_rule_radix). ms: the merged candidates (MergeSource: reset(), next(Cand*)); NULL leaves the
+// candidate threshold unresolved (k.cand set, no threshold: for callers that only need the kind).
+template <class MergeSource>
+DDS_HD KRule k_rule_base_t(const Call& c, const Row& w, const Global& g, MergeSource* ms) {
   KRule k = rule_k0();
   const Params& q = w.q;
   if (q.greedy || g.n0 == 0) return k;
@@ -741,17 +752,17 @@ DDS_HD KRule k_rule_base(const Call& c, const Row& w, const Global& g) {
   k.min_p = (double)q.min_p;
   if ((use_k || use_p) && q.k > 0 && q.k <= c.C) {
     k.cand = true;
+    if (!ms) return k;
     int64_t n1 = use_k ? q.k : g.n0;
     int64_t n2 = n1;
-    Merge m;
-    memset(&m, 0, sizeof m);
+    ms->reset();
     Cand x, last;
     last.a = 0;
     last.id = -1;
     if (use_p) {  // docs/sampling.md §3 step 2, on the exact candidate values
       double Z1 = 0;
       int64_t n = 0;
-      while (n < n1 && merge_next(c, w, &m, &x)) {
+      while (n < n1 && ms->next(&x)) {
         Z1 += dexp((double)x.a - g.Ma);
         ++n;
       }
@@ -759,9 +770,9 @@ DDS_HD KRule k_rule_base(const Call& c, const Row& w, const Global& g) {
       n2 = n1;
       const double target = (double)q.p * Z1;
       double S = 0;
-      memset(&m, 0, sizeof m);
+      ms->reset();
       for (int64_t e = 0; e < n1; ++e) {
-        merge_next(c, w, &m, &x);
+        ms->next(&x);
         if (e > 0 && !(S < target)) {
           n2 = e;
           break;
@@ -771,7 +782,7 @@ DDS_HD KRule k_rule_base(const Call& c, const Row& w, const Global& g) {
       }
     } else {
       int64_t n = 0;
-      while (n < n1 && merge_next(c, w, &m, &x)) {
+      while (n < n1 && ms->next(&x)) {
         last = x;
         ++n;
       }
@@ -784,6 +795,10 @@ DDS_HD KRule k_rule_base(const Call& c, const Row& w, const Global& g) {
     k.radix = true;
   }
   return k;
+}
+DDS_HD KRule k_rule_base(const Call& c, const Row& w, const Global& g) {
+  GatheredMerge ms{&c, &w, {}};
+  return k_rule_base_t(c, w, g, &ms);
 }
 
 // Resolves the radix threshold (rounds >= KEPT) from the gathered bins of all radix rounds.
@@ -969,8 +984,9 @@ struct FinishState {
 
 // Writes row w's scalar outputs (tokens, argmax, logprobs, confidence, margin, entropy) from the
 // gathered records; the radix threshold (if any) from `bins`. Returns what the probs need.
-template <class Bins>
-DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, const Bins& bins) {
+template <class Bins, class MergeSource>
+DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, const Bins& bins,
+                               MergeSource* ms) {
   const dds_sample_args& a = c.a;
   const int32_t i = w.i;
   const Params& q = w.q;
@@ -988,7 +1004,7 @@ DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, con
     return f;
   }
   const int32_t amax = g.l_id[0];
-  KRule k = k_rule_base(c, w, g);
+  KRule k = k_rule_base_t(c, w, g, ms);
   k_rule_radix(c, w, g, bins, &k);
   int32_t token;
   Winner win = no_winner();
@@ -1056,13 +1072,15 @@ DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, con
 }
 
 // probs of column t (local) of row w; f.k localized (localize()) when it is the radix rule.
-DDS_HD float finish_prob(const Call& c, const Row& w, const FinishState& f, int32_t t) {
+DDS_HD float finish_prob_col(const FinishState& f, const Col& col, int32_t id) {
   if (f.empty) return 0.f;
-  if (f.onehot) return c.off + t == f.token ? 1.f : 0.f;
-  const Col col = column(c, w, t);
-  return in_rule(f.k, col, c.off + t)
-             ? (float)dexp(((double)(f.guided ? col.l : col.x) - f.M) - f.logS)
-             : 0.f;
+  if (f.onehot) return id == f.token ? 1.f : 0.f;
+  return in_rule(f.k, col, id) ? (float)dexp(((double)(f.guided ? col.l : col.x) - f.M) - f.logS)
+                               : 0.f;
+}
+DDS_HD float finish_prob(const Call& c, const Row& w, const FinishState& f, int32_t t) {
+  if (f.empty || f.onehot) return finish_prob_col(f, Col(), c.off + t);
+  return finish_prob_col(f, column(c, w, t), c.off + t);
 }
 
 // Writes row i's outputs; returns the row's DDS_REQ_EMPTY_ROW bit (request flags are the
@@ -1073,7 +1091,8 @@ DDS_HD int32_t finish_row(const Call& c, int32_t i) {
   make_row(c, i, true, &w);
   const Global g = global_stats(c, w);
   const GatheredBins bins{&c, &w};
-  FinishState f = finish_core(c, w, g, bins);
+  GatheredMerge ms{&c, &w, {}};
+  FinishState f = finish_core(c, w, g, bins, &ms);
   if (a.probs) {
     localize(c, w, &f.k);
     const int64_t base = (int64_t)i * a.probs_row_stride;

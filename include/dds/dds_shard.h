@@ -24,8 +24,8 @@
  * >= vocab_slice) and probs (its slice of the probability rows, probs_row_stride >= vocab_slice),
  * and the same dds_shard_args except rank, vocab_offset, vocab_slice and round.
  *
- * Backends: CPU (the reference) and CUDA (first version: one thread per row, the same per-row
- * code as the CPU, graph-safe but not fast; see docs/vocab_parallel.md §8). With the CUDA backend
+ * Backends: CPU (the reference) and CUDA (one CTA per row and round, a warp per 1024-id block of
+ * the slice, no workspace, graph-safe; see docs/vocab_parallel.md §8). With the CUDA backend
  * every pointer (logits, outputs, gathered, record_out) is device memory of the sampler's device.
  */
 #ifndef DDS_DDS_SHARD_H_

@@ -113,6 +113,7 @@ std::vector<float> make_logits(int32_t V, int32_t rows, uint64_t seed) {
 struct Out {
   std::vector<int32_t> tokens, argmax, status;
   std::vector<float> logprobs, confidence, margin, entropy;
+  std::vector<float> probs;  // [rows, V] f32 when requested
 };
 
 struct DevOut {
@@ -136,7 +137,7 @@ struct DevOut {
   }
 };
 
-Out run_cpu(int V, dds_sample_args a) {  // a: host pointers
+Out run_cpu(int V, dds_sample_args a, bool with_probs = false) {  // a: host pointers
   dds_sampler* s = make(DDS_BACKEND_CPU, V, a.num_rows);
   Out o{std::vector<int32_t>(a.num_rows), std::vector<int32_t>(a.num_rows),
         std::vector<int32_t>(a.num_requests), std::vector<float>(a.num_rows),
@@ -149,6 +150,12 @@ Out run_cpu(int V, dds_sample_args a) {  // a: host pointers
   a.confidence = o.confidence.data();
   a.margin = o.margin.data();
   a.entropy = o.entropy.data();
+  if (with_probs) {
+    o.probs.assign((size_t)a.num_rows * V, -1.f);
+    a.probs = o.probs.data();
+    a.probs_dtype = DDS_DTYPE_F32;
+    a.probs_row_stride = V;
+  }
   const dds_status st = dds_sample(s, &a, nullptr);
   INFO(dds_last_error());
   REQUIRE(st == DDS_OK);
@@ -174,6 +181,17 @@ int compare(const Out& g, const Out& c) {
     CHECK(close(g.entropy[r], c.entropy[r]));
   }
   CHECK(g.status == c.status);
+  if (!c.probs.empty()) {  // rows with equal tokens: every probability within tolerance
+    const size_t V = c.probs.size() / c.tokens.size();
+    int bad = 0;
+    for (size_t r = 0; r < c.tokens.size(); ++r) {
+      if (g.tokens[r] != c.tokens[r]) continue;
+      for (size_t t = 0; t < V; ++t)
+        if (!close(g.probs[r * V + t], c.probs[r * V + t])) ++bad;
+    }
+    INFO("probs outside tolerance: " << bad);
+    CHECK(bad == 0);
+  }
   return diff;
 }
 
@@ -182,14 +200,21 @@ int compare(const Out& g, const Out& c) {
 // sequence in a CUDA graph, launch it `replays` times (after `before_replay`), else run it once.
 template <typename BeforeReplay>
 std::vector<Out> run_gpu(int V, const dds_sample_args& a, const std::vector<Slice>& slices,
-                         int max_top_k, bool capture, BeforeReplay before_replay) {
+                         int max_top_k, bool capture, BeforeReplay before_replay,
+                         bool with_probs = false) {
   const int R = (int)slices.size(), rows = a.num_rows;
   const size_t esz = a.dtype == DDS_DTYPE_F32 ? 4 : 2;
   dds_sampler* s = make(DDS_BACKEND_CUDA, V, rows);
   std::vector<dds_sample_args> args(R, a);
   std::vector<dds_shard_args> sh(R);
   std::vector<DevOut*> outs;
+  Dev<float> probs(with_probs ? (size_t)rows * V : 0);
   for (int i = 0; i < R; ++i) {
+    if (with_probs) {  // every rank writes its slice of the same [rows, V] buffer
+      args[i].probs = probs.p + slices[i].off;
+      args[i].probs_dtype = DDS_DTYPE_F32;
+      args[i].probs_row_stride = V;
+    }
     args[i].logits = static_cast<const char*>(a.logits) + esz * slices[i].off;
     args[i].row_stride = V;
     if (a.uncond_logits) {
@@ -254,6 +279,7 @@ std::vector<Out> run_gpu(int V, const dds_sample_args& a, const std::vector<Slic
   DDS_CUDA_CHECK(cudaGetLastError());
   std::vector<Out> res;
   for (int i = 0; i < R; ++i) res.push_back(outs[i]->get());
+  if (with_probs) res[0].probs = probs.get();
   for (int i = 1; i < R; ++i) {
     CHECK(res[i].tokens == res[0].tokens);
     CHECK(res[i].status == res[0].status);
@@ -290,7 +316,7 @@ const Config kConfigs[] = {
 };
 
 int run_case(int V, int rows, int R, int mode, const Config& cfg, int dtype, bool capture,
-             uint64_t seed) {
+             uint64_t seed, bool with_probs = false) {
   std::vector<float> lf = make_logits(V, rows, seed), uf = make_logits(V, rows, seed + 1);
   for (float& u : uf)
     if (u == -kInf) u = 0.f;
@@ -331,12 +357,12 @@ int run_case(int V, int rows, int R, int mode, const Config& cfg, int dtype, boo
   auto replay = [&]() {
     if (capture) dseeds.put(seeds2);  // the graph reads the seeds array at replay
   };
-  std::vector<Out> g = run_gpu(V, ga, make_slices(V, R, mode, seed), 64, capture, replay);
+  std::vector<Out> g = run_gpu(V, ga, make_slices(V, R, mode, seed), 64, capture, replay, with_probs);
   dds_sample_args ca = a;
   ca.logits = bf ? (const void*)lb.data() : (const void*)lf.data();
   if (cfg.guided) ca.uncond_logits = bf ? (const void*)ub.data() : (const void*)uf.data();
   ca.seeds = capture ? seeds2.data() : seeds.data();
-  Out c = run_cpu(V, ca);
+  Out c = run_cpu(V, ca, with_probs);
   INFO("V " << V << " R " << R << " mode " << mode << " " << cfg.name << " bf16 " << bf
             << " capture " << capture);
   return compare(g[0], c);
@@ -367,6 +393,36 @@ TEST_CASE("gpu shard: 151936 / 8 = 18992 per rank, bf16") {
   diff += run_case(151936, 8, 8, 0, kConfigs[4], DDS_DTYPE_BF16, false, 92);
   diff += run_case(151936, 8, 8, 0, kConfigs[7], DDS_DTYPE_BF16, false, 93);
   CHECK(diff == 0);
+}
+
+TEST_CASE("gpu shard: probs (each rank its slice of one buffer), every filter, guidance") {
+  int diff = 0;
+  uint64_t seed = 301;
+  for (int R : {1, 3, 8})
+    for (const Config& cfg : kConfigs) {
+      diff += run_case(R == 8 ? 4096 : 3001, 16, R, R == 8 ? 2 : 0, cfg,
+                       seed % 2 ? DDS_DTYPE_BF16 : DDS_DTYPE_F32, false, seed, true);
+      ++seed;
+    }
+  MESSAGE("near-tie token differences: " << diff);
+  CHECK(diff == 0);
+}
+
+// The benchmark's shapes at test scale: V = 262144 split over R = 8 (block-aligned slices of
+// 32768), R = 5 and R = 3 (unaligned), 256 rows; 4096 rows of V = 20000 over R = 4 (unaligned).
+TEST_CASE("gpu shard: large vocabularies and many rows, aligned and unaligned slices") {
+  int diff = 0;
+  diff += run_case(262144, 256, 8, 0, kConfigs[0], DDS_DTYPE_BF16, false, 401);
+  diff += run_case(262144, 256, 8, 0, kConfigs[4], DDS_DTYPE_BF16, false, 402);
+  diff += run_case(262144, 256, 5, 0, kConfigs[3], DDS_DTYPE_BF16, false, 403);
+  diff += run_case(262144, 256, 5, 0, kConfigs[7], DDS_DTYPE_BF16, false, 404);
+  diff += run_case(262144, 256, 3, 0, kConfigs[6], DDS_DTYPE_F32, false, 405);
+  diff += run_case(262144, 256, 3, 0, kConfigs[8], DDS_DTYPE_BF16, false, 406);
+  diff += run_case(20000, 4096, 4, 0, kConfigs[0], DDS_DTYPE_BF16, false, 407);
+  diff += run_case(20000, 4096, 4, 0, kConfigs[5], DDS_DTYPE_BF16, false, 408);
+  diff += run_case(20000, 4096, 4, 0, kConfigs[9], DDS_DTYPE_F32, false, 409);
+  MESSAGE("near-tie token differences: " << diff);
+  CHECK(diff <= 2);
 }
 
 TEST_CASE("gpu shard: the whole sequence captured in a CUDA graph, replayed with new seeds") {
