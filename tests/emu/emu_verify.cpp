@@ -1,0 +1,84 @@
+// Host-emulated CUDA dds_verify_drafts (kernels/verify.cuh) against the CPU backend; see run.sh.
+#include "cuda_emu.h"
+thread_local dim3e threadIdx, blockIdx;
+dim3e blockDim, gridDim;
+EmuBlock* g_blk;
+#include "verify.h"
+#include "reveal.h"
+#include <dds/dds.h>
+#include <cstdio>
+#include <random>
+#include "dtype.h"
+using namespace dds;
+
+static dds_sampler* mk(int V) {
+  dds_sampler_config c; dds_sampler_config_init(&c, sizeof c);
+  c.backend = DDS_BACKEND_CPU; c.vocab_size = V; c.max_rows = 1 << 15; c.max_requests = 1024;
+  dds_sampler* s; if (dds_create(&c, &s) != DDS_OK) { printf("create failed\n"); exit(1); }
+  return s;
+}
+
+static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
+  std::normal_distribution<float> N(0.f, 1.f);
+  std::uniform_real_distribution<float> U(0.f, 1.f);
+  std::vector<float> T((size_t)R * (n + 1) * V), D((size_t)R * n * V);
+  for (auto& x : T) x = 3.f * N(rng);
+  for (int r = 0; r < R; ++r) for (int i = 0; i < n; ++i) for (int t = 0; t < V; ++t)
+    D[((size_t)r * n + i) * V + t] = kind == 1 ? T[((size_t)r * (n + 1) + i) * V + t] : T[((size_t)r * (n + 1) + i) * V + t] + 1.5f * N(rng);
+  for (int r = 0; r < R; ++r) { T[((size_t)r * (n + 1)) * V + (V > 1)] = -INFINITY; if (V > 5) T[((size_t)r*(n+1))*V + 5] = NAN; }
+  std::vector<int32_t> counts, drafts, ks; std::vector<float> temps, ps, mps; std::vector<uint64_t> seeds; std::vector<uint32_t> steps;
+  for (int r = 0; r < R; ++r) {
+    counts.push_back(kind == 0 ? (int)(rng() % (n + 2)) - (r % 7 == 3) : n);
+    int mode = r % 7;
+    temps.push_back(mode == 0 ? 0.f : mode == 2 ? 0.7f : mode == 6 ? NAN : 1.f);
+    ks.push_back(mode == 3 ? std::max(1, V / 10) : mode == 5 ? 3 : 0);
+    ps.push_back(mode == 4 ? 0.8f : mode == 5 ? 0.9f : mode == 1 ? 0.3f : 1.f);
+    mps.push_back(mode == 2 ? 0.05f : 0.f);
+    seeds.push_back(rng()); steps.push_back(rng() % 100);
+    for (int i = 0; i < n; ++i) {
+      const float* q = &D[((size_t)r * n + i) * V]; int best = 0;
+      for (int t = 1; t < V; ++t) if (q[t] > q[best]) best = t;
+      float u = U(rng);
+      drafts.push_back(u < 0.6f ? best : u < 0.97f ? (int)(rng() % V) : -3);
+    }
+  }
+  dds_verify_args a; dds_verify_args_init(&a, sizeof a);
+  a.num_requests = R; a.num_drafts = n; a.draft_counts = counts.data(); a.draft_tokens = n ? drafts.data() : nullptr;
+  a.draft_logits = n ? D.data() : nullptr; a.target_logits = T.data(); a.temperatures = temps.data(); a.top_ks = ks.data();
+  a.top_ps = ps.data(); a.min_ps = mps.data(); a.seeds = seeds.data(); a.steps = steps.data(); a.banned_token = V > 3 ? V - 2 : -1;
+  a.draft_row_stride = V; a.target_row_stride = V;
+  std::vector<int32_t> acc(R, -7), out((size_t)R * (n + 1), -7), st(R, -7); std::vector<float> lp((size_t)R * (n + 1), 5);
+  a.accepted_counts = acc.data(); a.out_tokens = out.data(); a.out_logprobs = lp.data(); a.request_status = st.data();
+  static dds_sampler* cpu = nullptr; static int cv = -1; if (cv != V) { cpu = mk(V); cv = V; }
+  if (dds_verify_drafts(cpu, &a, nullptr) != DDS_OK) { printf("cpu failed %s\n", dds_last_error()); exit(1); }
+  // emulated GPU
+  std::vector<int32_t> acc2(R, -7), out2((size_t)R * (n + 1), -7), st2(R, -7); std::vector<float> lp2((size_t)R * (n + 1), 5);
+  verify::Params p{};
+  p.V = V; p.nblocks = (V + 1023) / 1024; p.num_requests = R; p.n = n; p.draft_counts = a.draft_counts; p.draft_tokens = a.draft_tokens;
+  p.draft_logits = a.draft_logits; p.draft_stride = V; p.target_logits = a.target_logits; p.target_stride = V; p.dtype = 0;
+  p.temps = a.temperatures; p.temp = 1; p.ks = a.top_ks; p.ps = a.top_ps; p.p = 1; p.minps = a.min_ps; p.seeds = a.seeds; p.steps = a.steps;
+  p.banned = a.banned_token; p.accepted = acc2.data(); p.out_tokens = out2.data(); p.out_logprobs = lp2.data(); p.request_status = st2.data();
+  std::vector<verify::RowInfo> rows((size_t)R * (2 * n + 1)); std::vector<verify::BlockSums> blocks((size_t)R * p.nblocks);
+  p.rows = rows.data(); p.blocks = blocks.data();
+  verify::launch_verify(p, nullptr);
+  int bad = 0;
+  for (int r = 0; r < R; ++r) {
+    bool same = acc[r] == acc2[r] && st[r] == st2[r];
+    for (int e = 0; e <= n; ++e) { size_t k = (size_t)r * (n + 1) + e; same &= out[k] == out2[k];
+      same &= (std::isinf(lp[k]) && lp[k] == lp2[k]) || std::fabs(lp[k] - lp2[k]) <= 1e-6f + 1e-6f * std::fabs(lp[k]); }
+    if (!same) { ++bad; if (bad <= 3) printf("  V%d n%d kind%d r%d: acc %d/%d st %d/%d tok[acc] %d/%d lp %g/%g\n", V, n, kind, r, acc[r], acc2[r], st[r], st2[r],
+        out[(size_t)r*(n+1)+std::max(0,acc[r])], out2[(size_t)r*(n+1)+std::max(0,acc2[r])], lp[(size_t)r*(n+1)], lp2[(size_t)r*(n+1)]); }
+  }
+  int tot = 0; for (int r = 0; r < R; ++r) tot += acc[r];
+  printf("verify V=%d n=%d kind=%d: %d/%d requests differ (cpu accepted %d)\n", V, n, kind, bad, R, tot);
+  return bad;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IONBF, 0);
+  std::mt19937 rng(1);
+  int bad = 0;
+  for (int V : {7, 1025, 2500}) for (int n : {0, 1, 3}) for (int kind : {0, 1}) bad += verify_case(rng, V, 14, n, kind);
+  printf("TOTAL bad %d\n", bad);
+  return bad != 0;
+}

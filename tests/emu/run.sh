@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Host emulation of kernels/verify.cuh and kernels/reveal.cuh against the CPU backend (no GPU
+# needed): each CUDA thread is a std::thread, __syncthreads a std::barrier, warp shuffles a
+# per-warp exchange. Block sizes are cut to 64 threads (2 warps for the per-block sums) so that
+# it runs in minutes on a small machine. Checks algorithmic parity only (not races, not speed).
+# Usage: tests/emu/run.sh <build dir with libdds.so>   (not part of CTest)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
+out=$(mktemp -d)
+for f in verify reveal; do
+  sed -E 's/([a-z_]+)<<<([^,]+), ([^,]+), 0, stream>>>\((P|p)\);/EMU_LAUNCH(\1, \2, \3, \4);/' \
+      "$root/kernels/$f.cuh" | sed 's/#include <cuda_runtime.h>/#include "cuda_emu.h"/' |
+    sed 's/constexpr int kRowThreads = 512;/constexpr int kRowThreads = 64;/;
+         s/constexpr int kBlockWarps = 8;/constexpr int kBlockWarps = 2;/;
+         s/constexpr int kFinishThreads = 1024;/constexpr int kFinishThreads = 64;/;
+         s/constexpr int kThreads = 512;/constexpr int kThreads = 64;/' > "$out/$f.h"
+done
+cp "$here/cuda_emu.h" "$out/"
+for t in emu_verify emu_reveal; do
+  g++ -std=c++20 -O1 -pthread -I"$out" -I"$root/include" -I"$root/kernels" "$here/$t.cpp" \
+      -o "$out/$t" -L"$build" -ldds -Wl,-rpath,"$build"
+  "$out/$t"
+done
