@@ -349,6 +349,10 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   float lmax = -INFINITY;
   int32_t lidx = INT32_MAX;
   float xmax = -INFINITY;
+  // No filter: the normaliser in the same pass, as an online sum (per thread, rescaled when its
+  // maximum rises; combined below), which saves a second read of the row.
+  const bool fused = !q.greedy && q.k <= 0 && !(q.p < 1.f) && !(q.minp > 0.f);
+  double zt = 0;
   for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
     const float l = l_of(w, t);
     if (!(l > -INFINITY)) continue;
@@ -357,7 +361,17 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
       lmax = l;
       lidx = t;
     }
-    if (!q.greedy) xmax = fmaxf(xmax, x_of(l, q.invT));
+    if (!q.greedy) {
+      const float x = x_of(l, q.invT);
+      if (fused) {
+        if (x > xmax) {
+          zt = zt * exp((double)xmax - (double)x) + 1.0;
+        } else {
+          zt += exp((double)x - (double)xmax);
+        }
+      }
+      xmax = fmaxf(xmax, x);
+    }
   }
   n0 = block_reduce<int64_t>(n0, sm.ired, [](int64_t a, int64_t b) { return a + b; });
   // argmax: reduce (value, index) pairs.
@@ -399,9 +413,25 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
     }
     return;
   }
+  const float tmax = xmax;
   xmax = block_reduce<float>(xmax, sm.fred,
                              [](float a, float b) { return fmaxf(a, b); });
   const double m = (double)xmax;
+  if (fused) {
+    // A thread with no column has zt = 0 (and tmax = -inf: exp gives 0, no NaN).
+    const double z = block_reduce<double>(zt * exp((double)tmax - m), sm.dred,
+                                          [](double a, double b) { return a + b; });
+    if (threadIdx.x == 0) {
+      RowInfo o;
+      o.M = m;
+      o.logS = log(z);
+      o.bound = 0;
+      o.mode = kModeNormal;
+      o.amax = lidx;
+      *out = o;
+    }
+    return;
+  }
 
   // Filters (docs/sampling.md §3): top-k, then top-p on what top-k kept; min-p per column.
   uint64_t bound = 0;

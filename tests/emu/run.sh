@@ -15,9 +15,8 @@ for f in verify reveal; do
          s/constexpr int kFinishThreads = 1024;/constexpr int kFinishThreads = 64;/;
          s/constexpr int kThreads = 512;/constexpr int kThreads = 64;/' > "$out/$f.h"
 done
-cp "$here/cuda_emu.h" "$out/"
 for t in emu_verify emu_reveal; do
-  g++ -std=c++20 -O1 -pthread -I"$out" -I"$root/include" -I"$root/kernels" "$here/$t.cpp" \
+  g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" "$here/$t.cpp" \
       -o "$out/$t" -L"$build" -ldds -Wl,-rpath,"$build"
   "$out/$t"
 done
