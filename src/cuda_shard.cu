@@ -18,7 +18,7 @@
 //  * RADIX: a 256-bin histogram in shared memory (integer counts; masses exp(a - M) in float64
 //    accumulated as 64-bit fixed point, so the atomics are order-independent and the record is
 //    deterministic).
-//  * finish: thread 0 finishes the row (records only); probs are written by the whole CTA.
+//  * finish: one warp per row; thread 0 finishes the row (records only); the warp writes probs.
 // No allocation, no host synchronisation, no workspace: graph-safe. The fp32 block sums make the
 // records equal to the CPU's up to rounding (block scores, statistics within ~1e-7 relative);
 // tokens differ only at counted near-ties, as for dds_sample's GPU path. Slices touching more than
@@ -1217,9 +1217,12 @@ struct FinishSmem {
   long long keep;
 };
 
-constexpr int kFinishThreads = 128;
+// One warp per row: the finish is thread 0's per-row code on records (latency-bound), so small
+// CTAs keep many rows in flight per SM; the warp pre-sums the bins / builds the candidate merge
+// and writes the probs.
+constexpr int kFinishThreads = 32;
 template <int DT>
-__global__ void __launch_bounds__(kFinishThreads, 4) finish_kernel(const __grid_constant__ Call c) {
+__global__ void __launch_bounds__(kFinishThreads) finish_kernel(const __grid_constant__ Call c) {
   __shared__ FinishSmem S;
   const int i = blockIdx.x;
   if (threadIdx.x == 0) {
