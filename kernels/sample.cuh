@@ -106,6 +106,15 @@ struct SampleParams {
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
+  // Candidates from the streaming pass (kUseCandidates): per (row, block) a list of cand_cap
+  // entries {column, l bits}; per (row, block) kept masses; rows left to the filter kernel.
+  int2* cand;
+  int cand_cap;   // entries per block list (power of two)
+  int cand_lvl0;  // first threshold level (-1: every finite column)
+  unsigned long long* kmass;
+  int* fb_rows;
+  int* fb_count;
+  unsigned* fb_done;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -643,6 +652,467 @@ __device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int
   P.rowinfo[row] = ri;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Filtered rows from candidates of the streaming pass (kUseCandidates).
+//
+// Every warp of a filtered row writes, besides its block record, a list of the block's columns
+// with l >= tau (tau: the smallest of the per-group maxima of l over groups of 2^lvl lanes, so at
+// least 32 / 2^lvl lanes contribute; raised level by level when the list would overflow) and
+// records tau in BlockRec::ea (every finite column of the block outside the list has l < tau),
+// the list length in BlockRec::pad and, for top-p rows without top-k, the sum of exp(a - ma) over
+// the columns outside the list in BlockRec::sa. The last warp of the row merges the lists: with
+// U = max tau, the candidates with a > xform(prev(U)) are exactly a prefix S of the order
+// (a desc, t asc). When the kept set is provably inside S (top-k with k <= |S|, top-p whose
+// boundary lies in S, min-p threshold above U, or S = every finite column), the warp selects the
+// thresholds on S (radix select, 8-bit digits), samples and writes every output; otherwise it
+// appends the row to the fallback list that filter_kernel then processes exactly.
+__device__ __forceinline__ uint32_t fkey(float a) {
+  const uint32_t u = __float_as_uint(a);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float fkey_inv(uint32_t K) {
+  return __uint_as_float((K & 0x80000000u) ? (K & 0x7fffffffu) : ~K);
+}
+constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point masses (e <= 1)
+constexpr bool kUseCandidates = true;  // false: filtered rows go to filter_kernel only (old path)
+constexpr int kWBins = 256;
+
+// The smallest float x with exp((double)x - md) >= minp (docs §3 min-p as a value threshold).
+__device__ __forceinline__ float minp_threshold(float m, double md, float minp) {
+  const double lm = log((double)minp);
+  float x = (float)(md + lm);
+  if (x > m) x = m;
+  int it = 0;
+  while (it++ < 64 && !(exp((double)x - md) >= (double)minp)) x = nextafterf(x, FLT_MAX);
+  it = 0;
+  while (it++ < 64) {
+    const float y = nextafterf(x, -FLT_MAX);
+    if (exp((double)y - md) >= (double)minp) x = y;
+    else break;
+  }
+  return x;
+}
+
+struct WSel {
+  uint32_t key;                   // the selected key K
+  long long above_cnt;            // entries with key > K
+  unsigned long long above_mass;  // their fixed-point mass (mode 1)
+  int eq_cnt;                     // entries with key == K
+};
+
+// Warp radix select over the list S[0, nS) (global, written by this warp): among the entries
+// for which f(c, l, &key, &mass) is true, the key K at which the count (mode 0: reaching `need`)
+// or the fixed-point mass (mode 1: reaching `target`) accumulated from the largest key down
+// first reaches the goal. hist / hm: this warp's shared bins.
+template <typename F>
+__device__ WSel warp_select(const int2* S, int nS, int mode, long long need, double target,
+                            unsigned* hist, unsigned long long* hm, int lane, F f) {
+  uint32_t prefix = 0, pmask = 0;
+  long long above_cnt = 0;
+  unsigned long long above_mass = 0;
+  int eqc_last = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    const int sh = 24 - 8 * pass;
+    for (int i = lane; i < kWBins; i += 32) {
+      hist[i] = 0u;
+      hm[i] = 0ull;
+    }
+    __syncwarp();
+    for (int j = lane; j < nS; j += 32) {
+      const int2 e = __ldcg(S + j);
+      uint32_t key;
+      unsigned long long ms;
+      if (!f(e.x, __int_as_float(e.y), key, ms)) continue;
+      if ((key & pmask) != prefix) continue;
+      const uint32_t bin = (key >> sh) & 255u;
+      atomicAdd(&hist[bin], 1u);
+      if (mode == 1) atomicAdd(&hm[bin], ms);
+    }
+    __syncwarp();
+    // Lane L owns bins 255 - 8L down to 248 - 8L (descending keys across the lanes).
+    const int hi = kWBins - 1 - 8 * lane;
+    long long lc = 0;
+    unsigned long long lm = 0;
+    int last_ne = -1;
+    for (int b = hi; b > hi - 8; --b) {
+      lc += hist[b];
+      lm += hm[b];
+      if (hist[b]) last_ne = b;
+    }
+    long long pc = lc;
+    unsigned long long pm = lm;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const long long c2 = __shfl_up_sync(0xffffffffu, pc, o);
+      const unsigned long long m2 = __shfl_up_sync(0xffffffffu, pm, o);
+      if (lane >= o) {
+        pc += c2;
+        pm += m2;
+      }
+    }
+    const long long ec = pc - lc;
+    const unsigned long long em = pm - lm;
+    bool hit;
+    if (mode == 0) hit = (above_cnt + ec < need) && (above_cnt + pc >= need);
+    else hit = ((double)(above_mass + em) < target) && ((double)(above_mass + pm) >= target);
+    const unsigned hitmask = __ballot_sync(0xffffffffu, hit && lc > 0);
+    int srcl;
+    if (hitmask) {
+      srcl = __ffs(hitmask) - 1;
+    } else {  // not reached (rounding): the lowest non-empty bin
+      const unsigned ne = __ballot_sync(0xffffffffu, last_ne >= 0);
+      srcl = ne ? 31 - __clz(ne) : 0;
+    }
+    long long c = 0;
+    unsigned long long mm = 0;
+    int chosen = 0, eqc = 0;
+    if (lane == srcl) {
+      c = above_cnt + ec;
+      mm = above_mass + em;
+      chosen = last_ne < 0 ? hi : last_ne;
+      for (int b = hi; b > hi - 8; --b) {
+        if (hist[b] == 0) continue;
+        const bool reach = (mode == 0) ? (c + (long long)hist[b] >= need)
+                                       : ((double)(mm + hm[b]) >= target);
+        if (reach || b == last_ne) {
+          chosen = b;
+          break;
+        }
+        c += hist[b];
+        mm += hm[b];
+      }
+      eqc = (int)hist[chosen];
+    }
+    chosen = __shfl_sync(0xffffffffu, chosen, srcl);
+    c = __shfl_sync(0xffffffffu, c, srcl);
+    mm = __shfl_sync(0xffffffffu, mm, srcl);
+    eqc = __shfl_sync(0xffffffffu, eqc, srcl);
+    __syncwarp();  // every lane has read the bins before the next pass clears them
+    prefix |= (uint32_t)chosen << sh;
+    pmask |= 255u << sh;
+    above_cnt = c;
+    above_mass = mm;
+    eqc_last = eqc;
+  }
+  WSel r;
+  r.key = prefix;
+  r.above_cnt = above_cnt;
+  r.above_mass = above_mass;
+  r.eq_cnt = eqc_last;
+  return r;
+}
+
+template <int DT>
+__device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q, int row, int lane,
+                                             unsigned* hist, unsigned long long* hm) {
+  const int nb = P.nblocks;
+  const int L = P.cand_cap;
+  const BlockRec* recs = P.recs + (long long)row * nb;
+  int2* cl = P.cand + (long long)row * nb * L;  // the row's lists; S is compacted to its front
+  const float invT = q.invT;
+  // 1. Headers: max / argmax / second of l, U = max tau.
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  float Ul = -FLT_MAX;
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    Top2 o{m1, __ldcg(&recs[b].amax), __ldcg(&recs[b].second)};
+    t = top2_merge(t, o);
+    Ul = fmaxf(Ul, __ldcg(&recs[b].ea));
+  }
+  t = warp_top2(t);
+  Ul = warp_max(Ul);
+  if (t.m1 == neg_inf()) {
+    if (lane == 0) write_empty(P, row);
+    return;
+  }
+  const float Ml = t.m1;
+  const int amax = t.i1;
+  const float m = xform(Ml, invT);
+  const double md = (double)m;
+  // Every finite column outside the lists has l < Ul, so a <= Ua; complete: no such column.
+  const bool complete = !(Ul > -FLT_MAX);
+  const float Ua = complete ? neg_inf() : xform(nextafterf(Ul, neg_inf()), invT);
+
+  // 2. Compact S = {candidates with a > Ua} to the front of the row's list area (block order;
+  // every write index <= its read index, and a chunk is read before it is written).
+  int nS = 0;
+  unsigned long long zout = 0;  // fixed-point mass of the candidates outside S
+  const int nslots = nb * L;
+  constexpr int kU = 8;  // chunks of 32 slots in flight (loads independent of the writes)
+  for (int c0 = 0; c0 < nslots; c0 += 32 * kU) {
+    int2 ev[kU];
+    int nv[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int slot = c0 + u * 32 + lane;
+      const int b = slot / L;
+      nv[u] = 0;
+      ev[u] = make_int2(0, 0);
+      if (b < nb) {  // the workspace is initialised at dds_create: stale slots are only masked
+        nv[u] = __ldcg(&recs[b].pad);
+        ev[u] = __ldcg(cl + slot);
+      }
+    }
+    bool valid[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int slot = c0 + u * 32 + lane;
+      valid[u] = slot - (slot / L) * L < nv[u];
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      float a = neg_inf();
+      if (valid[u]) a = xform(__int_as_float(ev[u].y), invT);
+      const bool in = valid[u] && a > Ua;
+      if (valid[u] && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
+      const unsigned bal = __ballot_sync(0xffffffffu, in);
+      if (in) cl[nS + __popc(bal & ((1u << lane) - 1u))] = ev[u];
+      nS += __popc(bal);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) zout += __shfl_xor_sync(0xffffffffu, zout, o);
+  __syncwarp();
+  __threadfence();
+  const int2* S = cl;
+
+  // 3. Thresholds: the kept set is the prefix key > kthr || (key == kthr && t <= cid), a >= amin.
+  uint32_t kthr = 0;
+  int cid = INT_MAX;
+  bool inside = complete;  // the kept set provably lies in S
+  bool ok = true;
+  bool applied_k = false;
+  auto tie_cut = [&](uint32_t K, int rr) -> int {
+    const WSel s = warp_select(S, nS, 0, rr, 0.0, hist, hm, lane,
+                               [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+                                 const uint32_t kk = fkey(xform(l, invT));
+                                 if (kk != K) return false;
+                                 if (kk == kthr && c > cid) return false;
+                                 key = ~(uint32_t)c;
+                                 ms = 0;
+                                 return true;
+                               });
+    return (int)~s.key;
+  };
+  if (q.k > 0 && q.k < P.V) {
+    if (complete && q.k >= nS) {
+      // k >= |K0|: top-k is off.
+    } else if (nS < q.k) {
+      ok = false;
+    } else {
+      const WSel s = warp_select(S, nS, 0, q.k, 0.0, hist, hm, lane,
+                                 [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+                                   key = fkey(xform(l, invT));
+                                   ms = 0;
+                                   return true;
+                                 });
+      const int rr = q.k - (int)s.above_cnt;
+      int c2 = INT_MAX;
+      if (rr < s.eq_cnt) c2 = tie_cut(s.key, rr);
+      kthr = s.key;
+      cid = c2;
+      inside = true;
+      applied_k = true;
+    }
+  }
+  if (ok && q.p < 1.f) {
+    if (q.p <= 0.f) {
+      if (nS == 0) {
+        ok = false;
+      } else {
+        const uint32_t K = fkey(m);
+        const int c2 = tie_cut(K, 1);
+        kthr = K;
+        cid = c2;
+        inside = true;
+      }
+    } else {
+      // Z1 = mass of K1 (fixed point): the part in S, plus the rest of the row when no top-k.
+      unsigned long long zs = 0;
+      for (int j = lane; j < nS; j += 32) {
+        const int2 e = __ldcg(S + j);
+        const float a = xform(__int_as_float(e.y), invT);
+        const uint32_t kk = fkey(a);
+        if (kk < kthr || (kk == kthr && e.x > cid)) continue;
+        zs += __double2ull_rn(exp((double)a - md) * kMassScale);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) zs += __shfl_xor_sync(0xffffffffu, zs, o);
+      double Z1 = (double)zs;
+      if (!applied_k) {
+        double zr = 0;
+        for (int b = lane; b < nb; b += 32) {
+          const float m1 = __ldcg(&recs[b].maxl);
+          if (m1 == neg_inf()) continue;
+          const double sr = (double)__ldcg(&recs[b].sa);
+          if (sr > 0) zr += sr * exp((double)xform(m1, invT) - md);
+        }
+        zr = warp_sumd(zr);
+        Z1 += zr * kMassScale + (double)zout;
+      }
+      const double target = (double)q.p * Z1;
+      if ((double)zs >= target) {
+        const WSel s = warp_select(S, nS, 1, 0, target, hist, hm, lane,
+                                   [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+                                     const float a = xform(l, invT);
+                                     const uint32_t kk = fkey(a);
+                                     if (kk < kthr || (kk == kthr && c > cid)) return false;
+                                     key = kk;
+                                     ms = __double2ull_rn(exp((double)a - md) * kMassScale);
+                                     return true;
+                                   });
+        const uint32_t K = s.key;
+        const unsigned long long A = s.above_mass;
+        const double e = (double)__double2ull_rn(exp((double)fkey_inv(K) - md) * kMassScale);
+        long long nk;
+        if ((double)A >= target) nk = 1;
+        else nk = (long long)ceil((target - (double)A) / e);
+        if (nk < 1) nk = 1;
+        if (nk < s.eq_cnt) {
+          cid = tie_cut(K, (int)nk);
+        } else if (K != kthr) {
+          cid = INT_MAX;
+        }
+        kthr = K;
+        inside = true;
+      }
+      // else: the boundary lies beyond S (K2 contains S): only min-p can bound the kept set.
+    }
+  }
+  float amin = neg_inf();
+  if (ok && q.minp > 0.f) {
+    float x = 0.f;
+    if (lane == 0) x = minp_threshold(m, md, q.minp);
+    amin = __shfl_sync(0xffffffffu, x, 0);
+    if (amin > Ua) inside = true;
+  }
+  if (!ok || !inside) {
+    // Not provable from the candidates: the filter kernel samples this row from the logits.
+    if (lane == 0) {
+      const int slot = atomicAdd(P.fb_count, 1);
+      P.fb_rows[slot] = row;
+    }
+    return;
+  }
+  auto in_k = [&](int c, float a) -> bool {
+    const uint32_t kk = fkey(a);
+    return (kk > kthr || (kk == kthr && c <= cid)) && a >= amin;
+  };
+
+  // 4. Kept sums in fixed point (order-independent): per block, Z, E = sum e (a - m), count.
+  unsigned long long* km = P.kmass + (long long)row * nb;
+  for (int b = lane; b < nb; b += 32) km[b] = 0ull;
+  __syncwarp();
+  __threadfence();
+  unsigned long long zf = 0;
+  long long ef = 0;
+  int nk = 0;
+  for (int j = lane; j < nS; j += 32) {
+    const int2 e = __ldcg(S + j);
+    const float a = xform(__int_as_float(e.y), invT);
+    if (!in_k(e.x, a)) continue;
+    const double d = (double)a - md;
+    const double x = exp(d);
+    const unsigned long long ux = __double2ull_rn(x * kMassScale);
+    if (ux) atomicAdd(km + (e.x >> 10), ux);
+    zf += ux;
+    ef += __double2ll_rn(x * d * kMassScale);
+    ++nk;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    zf += __shfl_xor_sync(0xffffffffu, zf, o);
+    ef += __shfl_xor_sync(0xffffffffu, ef, o);
+  }
+  nk = warp_sumi(nk);
+  __syncwarp();
+  __threadfence();
+
+  // 5. Winning block (float64 scores), then the token among its kept columns (exact Gumbels).
+  const int i = row - q.row_begin;
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = lane; b < nb; b += 32) {
+    const unsigned long long s = __ldcg(km + b);
+    if (s == 0ull) continue;
+    const double score = (md + log((double)s / kMassScale)) +
+                         gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+    argmax_merge(best, bbest, score, b);
+  }
+  warp_argmax(best, bbest);
+  double bv = 0;
+  int bt = INT_MAX;
+  if (bbest != INT_MAX) {
+    for (int j = lane; j < nS; j += 32) {
+      const int2 e = __ldcg(S + j);
+      if ((e.x >> 10) != bbest) continue;
+      const float a = xform(__int_as_float(e.y), invT);
+      if (!in_k(e.x, a)) continue;
+      const double v = (double)a + gumbel(q.seed, q.step, pos, (uint32_t)e.x, kSaltToken);
+      argmax_merge(bv, bt, v, e.x);
+    }
+  }
+  warp_argmax(bv, bt);
+  const int token = (bt == INT_MAX) ? amax : bt;
+
+  // 6. Statistics: processed over the kept set, or guided over K0 from the block records.
+  double Zl = 0, El = 0;
+  if (P.stats_guided) {
+    for (int b = lane; b < nb; b += 32) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      if (m1 == neg_inf()) continue;
+      const double sl = (double)__ldcg(&recs[b].sl);
+      const double el = (double)__ldcg(&recs[b].el);
+      const double dm = (double)m1 - (double)Ml;
+      const double w = exp(dm);
+      Zl += sl * w;
+      El += w * (el + dm * sl);
+    }
+    Zl = warp_sumd(Zl);
+    El = warp_sumd(El);
+  }
+  if (lane != 0) return;
+  RowInfo ri;
+  ri.empty = 0;
+  ri.token = token;
+  ri.invT = invT;
+  ri.kthr = kthr;
+  ri.cid = cid;
+  ri.amin = amin;
+  double logprob, conf, margin, ent;
+  const float lt = load_l<DT>(P, q, row, token);
+  if (P.stats_guided) {
+    const double logS = log(Zl);
+    logprob = ((double)lt - (double)Ml) - logS;
+    conf = exp(-logS);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)t.m2 - (double)Ml) - logS);
+    margin = conf - p2;
+    ent = logS - El / Zl;
+    ri.mode = 0;
+    ri.use_a = 0;
+    ri.logS = logS;
+    ri.M = Ml;
+  } else {
+    const double Z = (double)zf / kMassScale;
+    const double E = (double)ef / kMassScale;
+    const double logS = log(Z);
+    logprob = ((double)xform(lt, invT) - md) - logS;
+    conf = exp(-logS);
+    const double p2 = (nk < 2) ? 0.0 : exp(((double)xform(t.m2, invT) - md) - logS);
+    margin = conf - p2;
+    ent = logS - E / Z;
+    ri.mode = 2;
+    ri.use_a = 1;
+    ri.logS = logS;
+    ri.M = m;
+  }
+  if (ent < 0) ent = 0;
+  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+  P.rowinfo[row] = ri;
+}
+
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __grid_constant__ SampleParams P) {
   const int lane = threadIdx.x & 31;
@@ -655,7 +1125,11 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
-  if (is_filtered(q, P.V)) return;
+  const bool filt = is_filtered(q, P.V);
+  if (filt && !kUseCandidates) return;
+  // Per warp: its block's values while writing the list, then the finish's radix bins.
+  __shared__ __align__(16) float s_stage[kRowWarps][kB];
+  const int wid = threadIdx.x >> 5;
   float lv[32];
   load_block_l<DT>(P, q, row, blk, lane, lv);
   // Top-2 by min/max (3 instructions per value), then the first column of the maximum.
@@ -685,7 +1159,96 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   rec.sa = rec.ea = rec.sl = rec.el = 0.f;
   rec.pad = 0;
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-  if (M != neg_inf()) {
+  if (filt) {
+    if (M != neg_inf()) {
+      // Candidate list: every column with l >= tau; tau from the lane maxima (see finish_filtered).
+      const int L = P.cand_cap;
+      int2* lst = P.cand + ((long long)row * P.nblocks + blk) * L;
+      int lvl = P.cand_lvl0;
+      float tau;
+      int n, base;
+      unsigned msk;
+      for (;;) {
+        if (lvl < 0) {
+          tau = -FLT_MAX;
+        } else {
+          float h = m1;
+          for (int o = 1; o < (1 << lvl); o <<= 1) h = fmaxf(h, __shfl_xor_sync(0xffffffffu, h, o));
+          tau = fmaxf(-warp_max(-h), -FLT_MAX);
+        }
+        msk = 0u;
+        if (m1 >= tau) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) msk |= (lv[e] >= tau) ? (1u << e) : 0u;
+        }
+        const int cnt = __popc(msk);
+        int incl = cnt;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= o) incl += v;
+        }
+        n = __shfl_sync(0xffffffffu, incl, 31);
+        base = incl - cnt;
+        if (n <= L || lvl >= 5) break;
+        ++lvl;
+      }
+      if (n > L) {  // ties at the block maximum beyond the capacity: no list, bound l <= M
+        n = 0;
+        msk = 0u;
+        tau = (M == FLT_MAX) ? -neg_inf() : nextafterf(M, FLT_MAX);
+      }
+      // Write the list: the lane's values staged in shared memory (no dynamic register indexing).
+      if (msk) {
+        constexpr int VEC = Elt<DT>::VEC;
+        float4* st = reinterpret_cast<float4*>(s_stage[wid]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          st[j * 32 + lane] = make_float4(lv[4 * j], lv[4 * j + 1], lv[4 * j + 2], lv[4 * j + 3]);
+        do {
+          const int e = __ffs(msk) - 1;
+          msk &= msk - 1u;
+          const int col = blk * kB + (e / VEC) * 32 * VEC + lane * VEC + (e % VEC);
+          const float v = s_stage[wid][(e >> 2) * 128 + lane * 4 + (e & 3)];
+          lst[base++] = make_int2(col, __float_as_int(v));
+        } while (msk);
+      }
+      rec.ea = tau;
+      rec.pad = n;
+      // Top-p without top-k: the mass outside the list (Z1 of the finish).
+      if (q.p < 1.f && q.p > 0.f && !(q.k > 0 && q.k < P.V)) {
+        const float ma = xform(M, q.invT);
+        const float invT = q.invT;
+        float s = 0.f;
+        if (invT == 1.f) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float x = ex2((lv[e] - ma) * kLog2e);
+            s += (lv[e] < tau) ? x : 0.f;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float x = ex2((xform(lv[e], invT) - ma) * kLog2e);
+            s += (lv[e] < tau) ? x : 0.f;
+          }
+        }
+        rec.sa = warp_sum(s);
+      }
+      if (P.want_stats && P.stats_guided) {
+        float s = 0.f, en = 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
+          const float x = ex2(d);
+          s += x;
+          en = fmaf(x, d, en);
+        }
+        rec.sl = warp_sum(s);
+        rec.el = warp_sum(en) * kLn2;
+      }
+    }
+  } else if (M != neg_inf()) {
     const bool want_e = P.want_stats && !P.stats_guided;
     if (!q.greedy && q.invT == 1.f) {
       // a == l: one exp pass serves sampling and both statistics modes.
@@ -747,7 +1310,12 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
     last = 1;
     if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
     __syncwarp();
+    if (filt) __threadfence();
   } else {
+    if (filt) {
+      __threadfence();  // every lane's list entries before the counter
+      __syncwarp();
+    }
     if (lane == 0) {
       P.recs[(long long)row * P.nblocks + blk] = rec;
       __threadfence();
@@ -761,18 +1329,23 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
     last = __shfl_sync(0xffffffffu, last, 0);
   }
   if (!last) return;
-  finish_row<DT>(P, q, row, lane);
+  // The request's parameters again (fewer registers live across the block pass).
+  Req qf = load_req(P, r);
+  if (row < qf.row_begin || row >= qf.row_end) qf.guided = false;
+  if (kUseCandidates && filt) {
+    __threadfence();
+    __syncwarp();
+    finish_filtered<DT>(P, qf, row, lane, reinterpret_cast<unsigned*>(s_stage[wid]),
+                        reinterpret_cast<unsigned long long*>(s_stage[wid] + kWBins));
+    return;
+  }
+  finish_row<DT>(P, qf, row, lane);
 }
 
 // ------------------------------------------------------------------------------------------------
 // Filtered rows: one CTA per row.
-__device__ __forceinline__ uint32_t fkey(float a) {
-  const uint32_t u = __float_as_uint(a);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 constexpr int kCandCap = 4096;  // candidate list of the filter kernel (ids + l values)
-constexpr bool kUseCandidates = true;
+constexpr bool kFilterCtaList = true;  // filter kernel: in-CTA candidate list (top-k / short rows)
 
 struct FilterSmem {
   float tmax[kFilterThreads];  // per-thread maxima of l (pass 1)
@@ -796,7 +1369,6 @@ struct FilterSmem {
   unsigned long long sel_eq_mass;
 };
 
-constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point top-p masses (e <= 1)
 constexpr int kUnroll = 2;                       // groups of VEC columns in flight per thread
 
 // Element source for the filter kernel: the shared-memory row or the logits in global memory.
@@ -1003,11 +1575,9 @@ __device__ __forceinline__ float cta_max(FilterSmem& sm, float v) {
 }
 
 template <int DT>
-__global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+__device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
   FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
   float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
-  const int row = blockIdx.x;
   const int r = find_request(P, row);
   Req q = load_req(P, r);
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
@@ -1084,7 +1654,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   // maximum (those are k distinct columns); when the row has few finite columns, all of them.
   // The list (in shared memory) then replaces the row for every selection pass and the sums.
   bool cand = false;
-  if (kUseCandidates && ((q.k > 0 && q.k < n0) || n0 <= kCandCap)) {
+  if (kFilterCtaList && ((q.k > 0 && q.k < n0) || n0 <= kCandCap)) {
     uint32_t tau = 0;
     if (q.k > 0 && q.k < n0 && q.k <= n_tf && n0 > kCandCap) {
       CandSrc ts{nullptr, sm.tmax, (int)blockDim.x};
@@ -1429,6 +1999,34 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
   }
 }
 
+// kUseCandidates: the rows that the row pass's finish could not prove from its candidates (the
+// list fb_rows[0, fb_count), in any order), a grid-stride loop; the last CTA resets the list
+// (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row.
+template <int DT>
+__global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  if (kUseCandidates) {
+    const int n = *reinterpret_cast<volatile int*>(P.fb_count);
+    for (int i = blockIdx.x; i < n; i += gridDim.x) {
+      const int row = __ldcg(P.fb_rows + i);
+      filter_row<DT>(P, smem_raw, row);
+      __syncthreads();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      const unsigned old = atomicAdd(P.fb_done, 1u);
+      if (old == gridDim.x - 1) {
+        *P.fb_count = 0;
+        *P.fb_done = 0u;
+        __threadfence();
+      }
+    }
+  } else {
+    filter_row<DT>(P, smem_raw, blockIdx.x);
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Probabilities (after the row kernels): one CTA of 256 threads per (row, 4096-column chunk).
 template <int DT>
@@ -1541,7 +2139,9 @@ inline cudaError_t prepare_sample_kernels(int V) {
 
 // launch flags: which row kernels may have work (decided from host-visible scalars).
 template <int DT>
-inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, cudaStream_t s) {
+inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, int num_sms,
+                                   cudaStream_t s) {
+  if (kUseCandidates) run_plain = true;  // the row pass serves filtered rows too
   if (run_plain) {
     const long long warps = (long long)P.num_rows * P.nblocks;
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
@@ -1549,7 +2149,12 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
   }
   if (run_filter) {
     P.smem_row = P.V <= kSmemRowMax;
-    filter_kernel<DT><<<P.num_rows, kFilterThreads, filter_smem_bytes(P.V, P.smem_row), s>>>(P);
+    int grid = P.num_rows;
+    if (kUseCandidates) {  // fallback rows only: a grid-stride loop over the list
+      const int cap = 2 * (num_sms > 0 ? num_sms : 132);
+      if (grid > cap) grid = cap;
+    }
+    filter_kernel<DT><<<grid, kFilterThreads, filter_smem_bytes(P.V, P.smem_row), s>>>(P);
   }
   if (P.probs) {
     const int chunks = (P.V + kProbsChunk - 1) / kProbsChunk;
@@ -1560,12 +2165,30 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
 }
 
 inline cudaError_t launch_sample(int dtype, const SampleParams& P, bool run_plain, bool run_filter,
-                                 cudaStream_t s) {
+                                 int num_sms, cudaStream_t s) {
   switch (dtype) {
-    case 0: return launch_sample_dt<0>(P, run_plain, run_filter, s);
-    case 1: return launch_sample_dt<1>(P, run_plain, run_filter, s);
-    default: return launch_sample_dt<2>(P, run_plain, run_filter, s);
+    case 0: return launch_sample_dt<0>(P, run_plain, run_filter, num_sms, s);
+    case 1: return launch_sample_dt<1>(P, run_plain, run_filter, num_sms, s);
+    default: return launch_sample_dt<2>(P, run_plain, run_filter, num_sms, s);
   }
+}
+
+// Candidate lists per block: capacity (a power of two) and first threshold level, by shape.
+// nblocks <= 2: every finite column (the list is the row); < 64 blocks: 64 entries, tau over
+// pairs of lanes (>= 16 lanes contribute); else 32 entries, tau over groups of 4 lanes (>= 8).
+inline int cand_cap_for(int V) {
+  const int nb = (V + kB - 1) / kB;
+  if (nb <= 2) {
+    int c = 32;
+    while (c < V && c < kB) c <<= 1;
+    return c;
+  }
+  return nb < 64 ? 64 : 32;
+}
+inline int cand_lvl0_for(int V) {
+  const int nb = (V + kB - 1) / kB;
+  if (nb <= 2) return -1;
+  return nb < 64 ? 1 : 2;
 }
 
 }  // namespace ksample

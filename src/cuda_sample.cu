@@ -12,16 +12,27 @@ namespace dds {
 namespace {
 size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 struct SampleWs {
-  size_t counters, recs, rowinfo, total;
+  size_t counters, fb, recs, rowinfo, cand, kmass, fb_rows, total;
 };
+// Zero at rest (reset by the kernels themselves): counters[rows], fb = {fb_count, fb_done}.
 SampleWs sample_ws_layout(const dds_sampler_config& cfg) {
   const size_t rows = (size_t)(cfg.max_rows > 0 ? cfg.max_rows : 1);
   const size_t nb = (size_t)((cfg.vocab_size + kBlockSize - 1) / kBlockSize);
   SampleWs w;
   w.counters = 0;
-  w.recs = align_up(w.counters + rows * sizeof(int));
+  w.fb = align_up(w.counters + rows * sizeof(int));
+  w.recs = align_up(w.fb + 2 * sizeof(int));
   w.rowinfo = align_up(w.recs + rows * nb * sizeof(ksample::BlockRec));
-  w.total = align_up(w.rowinfo + rows * sizeof(ksample::RowInfo));
+  w.cand = align_up(w.rowinfo + rows * sizeof(ksample::RowInfo));
+  size_t cand_bytes = 0, kmass_bytes = 0, fb_bytes = 0;
+  if (ksample::kUseCandidates) {
+    cand_bytes = rows * nb * (size_t)ksample::cand_cap_for(cfg.vocab_size) * sizeof(int2);
+    kmass_bytes = rows * nb * sizeof(unsigned long long);
+    fb_bytes = rows * sizeof(int);
+  }
+  w.kmass = align_up(w.cand + cand_bytes);
+  w.fb_rows = align_up(w.kmass + kmass_bytes);
+  w.total = align_up(w.fb_rows + fb_bytes);
   return w;
 }
 }  // namespace
@@ -90,6 +101,13 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   P.counters = reinterpret_cast<int*>(ws + w.counters);
   P.recs = reinterpret_cast<ksample::BlockRec*>(ws + w.recs);
   P.rowinfo = reinterpret_cast<ksample::RowInfo*>(ws + w.rowinfo);
+  P.cand = reinterpret_cast<int2*>(ws + w.cand);
+  P.cand_cap = ksample::cand_cap_for(V);
+  P.cand_lvl0 = ksample::cand_lvl0_for(V);
+  P.kmass = reinterpret_cast<unsigned long long*>(ws + w.kmass);
+  P.fb_rows = reinterpret_cast<int*>(ws + w.fb_rows);
+  P.fb_count = reinterpret_cast<int*>(ws + w.fb);
+  P.fb_done = reinterpret_cast<unsigned*>(ws + w.fb + sizeof(int));
 
   // Which row kernels can have work, from the host-visible scalars only (device arrays may
   // change between graph replays, so any array means "maybe").
@@ -101,7 +119,7 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   const bool none_filtered = !arrays && !scalar_filter;
   const bool run_plain = !all_filtered;
   const bool run_filter = !none_filtered;
-  cudaError_t e = ksample::launch_sample(a.dtype, P, run_plain, run_filter, stream);
+  cudaError_t e = ksample::launch_sample(a.dtype, P, run_plain, run_filter, ctx.num_sms, stream);
   if (e != cudaSuccess)
     return fail(DDS_ERR_CUDA, "dds_sample: kernel launch failed: %s (%s)", cudaGetErrorName(e),
                 cudaGetErrorString(e));
