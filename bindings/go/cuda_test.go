@@ -387,7 +387,7 @@ func TestCUDARevealAndVerify(t *testing.T) {
 			t.Fatalf("canvas GPU %v CPU %v (num_revealed %v %v)", gCanvas, a.Canvas, gNum, a.NumRevealed)
 		}
 	}
-	// Verify: the CUDA backend may not have it yet (DDS_ERR_UNSUPPORTED, docs/decoding.md).
+	// Verify on the device (the CUDA kernel of kernels/verify.cuh).
 	vd := dds.NewDeviceVerifyArgs()
 	vd.NumRequests, vd.NumDrafts = 2, 2
 	vd.DraftTokens = dev(t, []int32{1, 2, 3, 4})
@@ -396,9 +396,7 @@ func TestCUDARevealAndVerify(t *testing.T) {
 	vd.AcceptedCounts = devOut[int32](t, 2).Ptr()
 	vd.OutTokens = devOut[int32](t, 6).Ptr()
 	err := gpu.VerifyDraftsDevice(&vd, 0)
-	if errors.Is(err, dds.ErrUnsupported) {
-		t.Logf("VerifyDraftsDevice: %v (expected until the CUDA kernel lands)", err)
-	} else if err != nil {
+	if err != nil {
 		t.Errorf("VerifyDraftsDevice: %v", err)
 	}
 }
