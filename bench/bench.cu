@@ -221,6 +221,8 @@ void run_sample_bench() {
                         {"top-p0.9 s2", 2.f, 0, 0.9f, 0.f, false, false, false},
                         {"top-p0.9 s4", 4.f, 0, 0.9f, 0.f, false, false, false},
                         {"top-p0.9 s8", 8.f, 0, 0.9f, 0.f, false, false, false},
+                        {"top-k50 s8", 8.f, 50, 1.f, 0.f, false, false, false},
+                        {"min-p0.05 s8", 8.f, 0, 1.f, 0.05f, false, false, false},
                         {"min-p0.05", 2.f, 0, 1.f, 0.05f, false, false, false},
                         {"mix", 4.f, 0, 1.f, 0.f, false, true, false},
                         {"probs-bf16", 2.f, 0, 1.f, 0.f, false, false, true}};

@@ -674,7 +674,12 @@ __device__ __forceinline__ float fkey_inv(uint32_t K) {
   return __uint_as_float((K & 0x80000000u) ? (K & 0x7fffffffu) : ~K);
 }
 constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point masses (e <= 1)
-constexpr bool kUseCandidates = true;  // false: filtered rows go to filter_kernel only (old path)
+// Compile-time switch: -DDDS_SAMPLE_CANDIDATES=0 sends every filtered row to filter_kernel (the
+// previous path, one CTA per row) instead of the candidates of the row pass.
+#ifndef DDS_SAMPLE_CANDIDATES
+#define DDS_SAMPLE_CANDIDATES 1
+#endif
+constexpr bool kUseCandidates = DDS_SAMPLE_CANDIDATES != 0;
 constexpr int kWBins = 256;
 
 // The smallest float x with exp((double)x - md) >= minp (docs §3 min-p as a value threshold).
@@ -2174,8 +2179,9 @@ inline cudaError_t launch_sample(int dtype, const SampleParams& P, bool run_plai
 }
 
 // Candidate lists per block: capacity (a power of two) and first threshold level, by shape.
-// nblocks <= 2: every finite column (the list is the row); < 64 blocks: 64 entries, tau over
-// pairs of lanes (>= 16 lanes contribute); else 32 entries, tau over groups of 4 lanes (>= 8).
+// nblocks <= 2: every finite column (the list is the row); <= 8 blocks: 256 entries, tau = the
+// smallest lane maximum (all 32 lanes contribute); < 64 blocks: 64 entries, tau over pairs of
+// lanes (>= 16 lanes contribute); else 32 entries, tau over groups of 4 lanes (>= 8).
 inline int cand_cap_for(int V) {
   const int nb = (V + kB - 1) / kB;
   if (nb <= 2) {
@@ -2183,11 +2189,13 @@ inline int cand_cap_for(int V) {
     while (c < V && c < kB) c <<= 1;
     return c;
   }
+  if (nb <= 8) return 256;
   return nb < 64 ? 64 : 32;
 }
 inline int cand_lvl0_for(int V) {
   const int nb = (V + kB - 1) / kB;
   if (nb <= 2) return -1;
+  if (nb <= 8) return 0;
   return nb < 64 ? 1 : 2;
 }
 
