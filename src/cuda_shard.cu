@@ -57,6 +57,10 @@ constexpr int kB = kBlockSize;        // 1024
 constexpr int kMaxBlocks = 1024;      // blocks a slice may touch on the fast path (~1M columns)
 constexpr int kCandMax = DDS_SHARD_MAX_TOP_K;  // 1024
 constexpr int kSlowThreads = 64;
+// Resident CTAs per SM asked of STATS / KEPT. ptxas -v (sm_90, CUDA 13): 2 gave 118 registers and
+// no spills on an earlier revision of these kernels; 3 caps them at 80 registers with ~200 bytes
+// of spill stores. To be settled by dds_bench_shard.
+constexpr int kPassMinBlocks = 2;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -972,7 +976,7 @@ __device__ void stats_candidates(const Call& c, PassSmem& S, int32_t nwant, Cand
 }
 
 template <int DT>
-__global__ void __launch_bounds__(kThreads, 3) stats_kernel(const __grid_constant__ Call c, unsigned char* out) {
+__global__ void __launch_bounds__(kThreads, kPassMinBlocks) stats_kernel(const __grid_constant__ Call c, unsigned char* out) {
   __shared__ PassSmem S;
   const int i = blockIdx.x;
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
@@ -1073,7 +1077,7 @@ __global__ void __launch_bounds__(kThreads, 3) stats_kernel(const __grid_constan
 // ------------------------------------------------------------------------------------------------
 // Round KEPT.
 template <int DT>
-__global__ void __launch_bounds__(kThreads, 3) kept_kernel(const __grid_constant__ Call c, unsigned char* out) {
+__global__ void __launch_bounds__(kThreads, kPassMinBlocks) kept_kernel(const __grid_constant__ Call c, unsigned char* out) {
   __shared__ PassSmem S;
   const int i = blockIdx.x;
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;

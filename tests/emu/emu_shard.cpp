@@ -339,7 +339,7 @@ int run_case(int V, int rows, int R, int mode, const Cfg& cfg, bool bf, uint64_t
 
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IONBF, 0);
-  const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+  const bool quick = argc > 1 && (!strcmp(argv[1], "--quick") || !strcmp(argv[1], "--big"));
   int bad = 0;
   uint64_t seed = 1;
   const int Rs[] = {1, 3, 4, 8};
@@ -350,6 +350,11 @@ int main(int argc, char** argv) {
       bad += run_case(R == 4 ? 4096 : 3001, 8, R, modes[x], cfg, seed % 2 == 0, seed);
       ++seed;
       if (quick && seed > 4) break;
+    }
+  if (argc > 1 && !strcmp(argv[1], "--big"))  // slices of many blocks (warp-strided merges)
+    for (int x : {0, 3, 4, 6, 7}) {
+      bad += run_case(70001, 8, 2, 0, kCfg[x], x % 2 == 0, 500 + x);
+      bad += run_case(70001, 4, 1, 0, kCfg[x], x % 2 == 1, 600 + x);
     }
   printf("TOTAL bad %d\n", bad);
   return bad != 0;
