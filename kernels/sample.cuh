@@ -698,6 +698,20 @@ __device__ __forceinline__ float minp_threshold(float m, double md, float minp) 
   return x;
 }
 
+// f(c, l) for the entries S[j] this lane owns (j = lane mod 32), four loads in flight.
+template <typename F>
+__device__ __forceinline__ void for_list(const int2* S, int nS, int lane, F f) {
+  for (int j0 = lane; j0 < nS; j0 += 128) {
+    int2 e[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      e[u] = (j0 + 32 * u < nS) ? __ldcg(S + j0 + 32 * u) : make_int2(-1, 0);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (j0 + 32 * u < nS) f(e[u].x, __int_as_float(e[u].y));
+  }
+}
+
 struct WSel {
   uint32_t key;                   // the selected key K
   long long above_cnt;            // entries with key > K
@@ -723,16 +737,15 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
       hm[i] = 0ull;
     }
     __syncwarp();
-    for (int j = lane; j < nS; j += 32) {
-      const int2 e = __ldcg(S + j);
+    for_list(S, nS, lane, [&](int c, float l) {
       uint32_t key;
       unsigned long long ms;
-      if (!f(e.x, __int_as_float(e.y), key, ms)) continue;
-      if ((key & pmask) != prefix) continue;
+      if (!f(c, l, key, ms)) return;
+      if ((key & pmask) != prefix) return;
       const uint32_t bin = (key >> sh) & 255u;
       atomicAdd(&hist[bin], 1u);
       if (mode == 1) atomicAdd(&hm[bin], ms);
-    }
+    });
     __syncwarp();
     // Lane L owns bins 255 - 8L down to 248 - 8L (descending keys across the lanes).
     const int hi = kWBins - 1 - 8 * lane;
@@ -935,13 +948,12 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     } else {
       // Z1 = mass of K1 (fixed point): the part in S, plus the rest of the row when no top-k.
       unsigned long long zs = 0;
-      for (int j = lane; j < nS; j += 32) {
-        const int2 e = __ldcg(S + j);
-        const float a = xform(__int_as_float(e.y), invT);
+      for_list(S, nS, lane, [&](int c, float l) {
+        const float a = xform(l, invT);
         const uint32_t kk = fkey(a);
-        if (kk < kthr || (kk == kthr && e.x > cid)) continue;
+        if (kk < kthr || (kk == kthr && c > cid)) return;
         zs += __double2ull_rn(exp((double)a - md) * kMassScale);
-      }
+      });
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) zs += __shfl_xor_sync(0xffffffffu, zs, o);
       double Z1 = (double)zs;
@@ -1013,18 +1025,17 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   unsigned long long zf = 0;
   long long ef = 0;
   int nk = 0;
-  for (int j = lane; j < nS; j += 32) {
-    const int2 e = __ldcg(S + j);
-    const float a = xform(__int_as_float(e.y), invT);
-    if (!in_k(e.x, a)) continue;
+  for_list(S, nS, lane, [&](int c, float l) {
+    const float a = xform(l, invT);
+    if (!in_k(c, a)) return;
     const double d = (double)a - md;
     const double x = exp(d);
     const unsigned long long ux = __double2ull_rn(x * kMassScale);
-    if (ux) atomicAdd(km + (e.x >> 10), ux);
+    if (ux) atomicAdd(km + (c >> 10), ux);
     zf += ux;
     ef += __double2ll_rn(x * d * kMassScale);
     ++nk;
-  }
+  });
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     zf += __shfl_xor_sync(0xffffffffu, zf, o);
@@ -1050,14 +1061,13 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   double bv = 0;
   int bt = INT_MAX;
   if (bbest != INT_MAX) {
-    for (int j = lane; j < nS; j += 32) {
-      const int2 e = __ldcg(S + j);
-      if ((e.x >> 10) != bbest) continue;
-      const float a = xform(__int_as_float(e.y), invT);
-      if (!in_k(e.x, a)) continue;
-      const double v = (double)a + gumbel(q.seed, q.step, pos, (uint32_t)e.x, kSaltToken);
-      argmax_merge(bv, bt, v, e.x);
-    }
+    for_list(S, nS, lane, [&](int c, float l) {
+      if ((c >> 10) != bbest) return;
+      const float a = xform(l, invT);
+      if (!in_k(c, a)) return;
+      const double v = (double)a + gumbel(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+      argmax_merge(bv, bt, v, c);
+    });
   }
   warp_argmax(bv, bt);
   const int token = (bt == INT_MAX) ? amax : bt;
