@@ -8,7 +8,12 @@
 //    brings the counter to nblocks finishes the row (merges the records, picks the winning block
 //    with float64 block Gumbels, re-reads that one block from L2 for the token Gumbels, writes the
 //    outputs) and resets the counter to 0 (graph-safe, no host reset needed).
-//  * filter_kernel: one 1024-thread CTA per row with top-k / top-p / min-p. The row is held in
+//    Filtered rows (kUseCandidates) take the same pass: each warp also writes its block's
+//    candidate list (columns at or above a threshold from the lane maxima) and the last warp of
+//    the row selects top-k / top-p / min-p on the merged lists when they provably hold the kept
+//    set (see finish_filtered), else hands the row to filter_kernel.
+//  * filter_kernel: one 1024-thread CTA per row with top-k / top-p / min-p (with kUseCandidates:
+//    only the rows the candidates could not settle, a grid-stride loop). The row is held in
 //    shared memory as fp32 when it fits, else re-read (L2 / HBM) per pass. Thresholds are found by
 //    radix select over order-preserving keys (3 digit passes, 11/11/10 bits) with counts (top-k)
 //    or 64-bit fixed-point masses (top-p); ties at the boundary are resolved by a radix select on
