@@ -22,7 +22,7 @@
 #             site/tvm_ffi/         apache-tvm-ffi for CPython 3.12 (the GPU machine's Python)
 #             VERSION
 #
-# Then the device call carries ".fi" and ".vllm" too (both small: see the du at the end), and
+# Then the device call carries ".fi" (or the packed ".fi.tar.xz") and ".vllm" too, and
 # bench/peers/run.py finds them by itself (it puts .fi and .fi/site on sys.path).
 #
 # Environment: PREP_PY   a Python with torch to run FlashInfer's build with (default: a venv made
@@ -130,7 +130,11 @@ EOF
     "$CACHE"/wheels/apache_tvm_ffi-"$TVM_FFI_VERSION"-cp312-*.whl
   rm -rf .fi/site/bin .fi/site/tvm_ffi/3rdparty .fi/site/tvm_ffi/src .fi/site/tvm_ffi/include \
     .fi/site/tvm_ffi/cmake .fi/site/tvm_ffi/share
-  printf 'flashinfer-python %s (sampling, topk built for sm_90a with %s)\napache-tvm-ffi %s\n' \
-    "$FI_VERSION" "$(nvcc --version | tail -1)" "$TVM_FFI_VERSION" > .fi/VERSION
+  printf '%s (sampling + topk prebuilt for sm_90a, nvcc %s)\napache-tvm-ffi %s\n' \
+    "$FI_VERSION" "$(nvcc --version | grep -o 'release [0-9.]*' | cut -d' ' -f2)" \
+    "$TVM_FFI_VERSION" > .fi/VERSION
+  # The same, packed (about half the size): carry .fi.tar.xz instead of .fi when room is short;
+  # bench/peers/flashinfer_peers.py unpacks it when .fi/ is absent.
+  tar -cf - .fi | xz -9 -T"${JOBS:-2}" > .fi.tar.xz
 fi
-du -sh .fi .vllm 2>/dev/null || true
+du -sh .fi .fi.tar.xz .vllm 2>/dev/null || true

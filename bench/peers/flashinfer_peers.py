@@ -14,6 +14,9 @@ import sys
 import tempfile
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".fi"))
+# The same folder packed (tar + xz, about half the size) for a device call short of carry room:
+# unpacked in place at the first load when .fi/ itself is absent.
+PACKED = ROOT + ".tar.xz"
 _CACHE = {}
 STATE = {"topk": False}  # whether the top-k module (radix top-k fast path) loaded too
 
@@ -33,12 +36,26 @@ def load():
     return _CACHE["r"]
 
 
+def _unpack():
+    if os.path.isdir(ROOT) or not os.path.exists(PACKED):
+        return
+    import tarfile
+    with tarfile.open(PACKED, "r:xz") as t:
+        members = [m for m in t.getmembers() if m.name == ".fi" or m.name.startswith(".fi/")]
+        kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        t.extractall(os.path.dirname(ROOT), members=members, **kw)
+
+
 def _load():
+    try:
+        _unpack()
+    except Exception as e:
+        return None, f"{PACKED} did not unpack: {type(e).__name__}: {e}"
     aot = os.path.join(ROOT, "flashinfer", "data", "aot")
     if not (os.path.isdir(os.path.join(ROOT, "flashinfer"))
             and os.path.exists(os.path.join(aot, "sampling", "sampling.so"))):
         return None, (".fi/ has no prebuilt FlashInfer sampling module: run scripts/prep-peers.sh "
-                      "here and carry .fi")
+                      "here and carry .fi (or .fi.tar.xz)")
     site = os.path.join(ROOT, "site")
     abi = "core.cpython-%d%d-" % sys.version_info[:2]
     paths = [ROOT]
