@@ -2199,7 +2199,10 @@ inline cudaError_t launch_sample(int dtype, const SampleParams& P, bool run_plai
 // Candidate lists per block: capacity (a power of two) and first threshold level, by shape.
 // nblocks <= 2: every finite column (the list is the row); <= 8 blocks: 256 entries, tau = the
 // smallest lane maximum (all 32 lanes contribute); < 64 blocks: 64 entries, tau over pairs of
-// lanes (>= 16 lanes contribute); else 32 entries, tau over groups of 4 lanes (>= 8).
+// lanes (>= 16 lanes contribute); else 64 entries, tau over groups of 4 lanes (>= 8; ~20
+// columns of a Gaussian block are written, and the room to 64 keeps blocks from raising the
+// level, which would raise the row's bound U: simulated on sigma-2 rows at V = 151936, the
+// columns above U grow from ~390 to ~880 with 64 entries instead of 32).
 inline int cand_cap_for(int V) {
   const int nb = (V + kB - 1) / kB;
   if (nb <= 2) {
@@ -2208,7 +2211,7 @@ inline int cand_cap_for(int V) {
     return c;
   }
   if (nb <= 8) return 256;
-  return nb < 64 ? 64 : 32;
+  return 64;
 }
 inline int cand_lvl0_for(int V) {
   const int nb = (V + kB - 1) / kB;
