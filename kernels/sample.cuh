@@ -108,6 +108,7 @@ struct SampleParams {
   int32_t* request_status;
   int vec_ok;
   int smem_row;  // filter kernel: row held in shared memory
+  int bpw;    // plain pass: consecutive blocks of one row per warp (launch_sample_dt)
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -269,6 +270,32 @@ __device__ __forceinline__ float make_l_nb(float c, float u, bool guided, float 
   if (guided) v = (c == neg_inf() || u == neg_inf()) ? neg_inf() : __fmaf_rn(g, __fsub_rn(c, u), c);
   return sanitize_fast(v);
 }
+// max that propagates NaN (sm_80+): the row pass's fast path detects NaN and +inf through it.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+#else
+  return (a != a || b != b) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+#endif
+}
+// Pairwise max of two packed bf16x2 (DT 1) / f16x2 (DT 2) words, NaN-propagating (sm_80+).
+template <int DT>
+__device__ __forceinline__ uint32_t pmax_nan(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t d;
+  if (DT == 1) asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  const float a0 = Elt<DT>::cvt((uint16_t)(a & 0xffffu)), b0 = Elt<DT>::cvt((uint16_t)(b & 0xffffu));
+  const float a1 = Elt<DT>::cvt((uint16_t)(a >> 16)), b1 = Elt<DT>::cvt((uint16_t)(b >> 16));
+  const uint32_t lo = (a0 != a0 || b0 != b0 || a0 >= b0) ? (a & 0xffffu) : (b & 0xffffu);
+  const uint32_t hi = (a1 != a1 || b1 != b1 || a1 >= b1) ? (a >> 16) : (b >> 16);
+  return lo | (hi << 16);
+#endif
+}
 // 2^x (MUFU.EX2, flushes results below 2^-126 to 0).
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -295,7 +322,9 @@ __device__ __forceinline__ void load_vec(const typename Elt<DT>::T* rowp, int c0
 
 // The 1024 l values of block `blk` of `row` for one warp: lane holds columns
 // blk*1024 + j*32*VEC + lane*VEC + q at lv[j*VEC + q].
-template <int DT>
+// SAN = false (the row pass's fast path): whole 16-byte-aligned blocks skip the NaN -> -inf and
+// +inf -> FLT_MAX rule; the caller detects both through a NaN-propagating maximum and reloads.
+template <int DT, bool SAN = true>
 __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q, int row, int blk,
                                              int lane, float (&lv)[32]) {
   using T = typename Elt<DT>::T;
@@ -313,19 +342,28 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
     for (int j = 0; j < NJ; ++j)
       cr[j] = *reinterpret_cast<const uint4*>(crow + blk * kB + j * 32 * VEC + lane * VEC);
     if (q.guided) {
-      uint4 ur[NJ];
+      // u in groups of at most 4 loads (16 registers), combined into l as they arrive, so that a
+      // float block (8 + 8 loads) does not hold both tensors in registers at once.
+      constexpr int UG = NJ < 4 ? NJ : 4;
 #pragma unroll
-      for (int j = 0; j < NJ; ++j)
-        ur[j] = *reinterpret_cast<const uint4*>(urow + blk * kB + j * 32 * VEC + lane * VEC);
+      for (int j0 = 0; j0 < NJ; j0 += UG) {
+        uint4 ur[UG];
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        const T* ce = reinterpret_cast<const T*>(&cr[j]);
-        const T* ue = reinterpret_cast<const T*>(&ur[j]);
-        const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+        for (int jj = 0; jj < UG; ++jj)
+          ur[jj] = *reinterpret_cast<const uint4*>(urow + blk * kB + (j0 + jj) * 32 * VEC + lane * VEC);
 #pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          lv[j * VEC + e] = make_l_nb(Elt<DT>::cvt(ce[e]), Elt<DT>::cvt(ue[e]), true, q.g);
-        (void)c0;
+        for (int jj = 0; jj < UG; ++jj) {
+          const int j = j0 + jj;
+          const T* ce = reinterpret_cast<const T*>(&cr[j]);
+          const T* ue = reinterpret_cast<const T*>(&ur[jj]);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const float c = Elt<DT>::cvt(ce[e]), u = Elt<DT>::cvt(ue[e]);
+            lv[j * VEC + e] = SAN ? make_l_nb(c, u, true, q.g)
+                                  : ((c == neg_inf() || u == neg_inf()) ? neg_inf()
+                                                                        : __fmaf_rn(q.g, __fsub_rn(c, u), c));
+          }
+        }
       }
     } else {
 #pragma unroll
@@ -333,7 +371,10 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
         const T* ce = reinterpret_cast<const T*>(&cr[j]);
         const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = sanitize_fast(Elt<DT>::cvt(ce[e]));
+        for (int e = 0; e < VEC; ++e) {
+          const float c = Elt<DT>::cvt(ce[e]);
+          lv[j * VEC + e] = SAN ? sanitize_fast(c) : c;
+        }
         (void)c0;
       }
     }
@@ -439,6 +480,11 @@ __device__ __forceinline__ double warp_sumd(double v) {
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_max_nan(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmax_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 __device__ __forceinline__ int warp_sumi(int v) {
@@ -1146,7 +1192,8 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   const bool filt = is_filtered(q, P.V);
-  if (filt && !kUseCandidates) return;
+  // Unfiltered rows belong to plain_pass_kernel / plain_finish_*_kernel.
+  if (!filt || !kUseCandidates) return;
   // Per warp: its block's values while writing the list, then the finish's radix bins.
   __shared__ __align__(16) float s_stage[kRowWarps][kB];
   const int wid = threadIdx.x >> 5;
@@ -1364,6 +1411,598 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   }
   finish_row<DT>(P, qf, row, lane);
 }
+
+// Re-reads block `blk` of the row (L2 or HBM, 1024 columns): the first column holding M (the row
+// maximum, which this block holds) and the block's runner-up (by min/max, as a multiset).
+template <int DT>
+__device__ __noinline__ Top2 block_top2(const SampleParams& P, const Req& q, int row, int blk,
+                                        float M, int lane) {
+  float lv[32];
+  load_block_l<DT, true>(P, q, row, blk, lane, lv);
+  float b1 = neg_inf(), b2 = neg_inf();
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    b2 = fmaxf(b2, fminf(b1, lv[e]));
+    b1 = fmaxf(b1, lv[e]);
+  }
+  int am = INT_MAX;
+  if (b1 == M) {
+#pragma unroll
+    for (int e = 31; e >= 0; --e)
+      if (lv[e] == M) am = col_of<DT>(blk, lane, e);
+  }
+  Top2 tb{b1, am, b2};
+  return warp_top2(tb);
+}
+
+// The outputs of an unfiltered row once its maximum Ml (first column amax, runner-up m2), sums
+// and token are known (one thread).
+template <int DT>
+__device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& q, int row, int i,
+                                              const Top2& t, float Ml, float Ma, int amax, int token,
+                                              double Za, double Ea, double Zl, double El) {
+  RowInfo ri;
+  ri.empty = 0;
+  ri.token = token;
+  ri.invT = q.invT;
+  ri.kthr = 0;
+  ri.cid = 0;
+  ri.amin = 0;
+  double logprob = 0, conf = 1, margin = 1, ent = 0;
+  if (P.stats_guided) {
+    const double logS = log(Zl);
+    float xt = 0.f;
+    if (P.logprobs) {
+      // l of the token: recompute from memory (one element).
+      using T = typename Elt<DT>::T;
+      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+      const float c = Elt<DT>::cvt(crow[token]);
+      float u = 0.f;
+      if (q.guided)
+        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
+      xt = make_l(c, u, q.guided, q.g, token, P.banned);
+    }
+    logprob = ((double)xt - (double)Ml) - logS;
+    conf = exp(-logS);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)t.m2 - (double)Ml) - logS);
+    margin = conf - p2;
+    ent = log(Zl) - El / Zl;
+    ri.mode = 0;
+    ri.use_a = 0;
+    ri.logS = logS;
+    ri.M = Ml;
+  } else if (q.greedy) {
+    ri.mode = 1;
+    ri.use_a = 0;
+    ri.logS = 0;
+    ri.M = 0.f;
+  } else {
+    const double logS = log(Za);
+    float xt = 0.f;
+    if (P.logprobs) {
+      using T = typename Elt<DT>::T;
+      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+      const float c = Elt<DT>::cvt(crow[token]);
+      float u = 0.f;
+      if (q.guided)
+        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
+      xt = xform(make_l(c, u, q.guided, q.g, token, P.banned), q.invT);
+    }
+    logprob = ((double)xt - (double)Ma) - logS;
+    conf = exp(-logS);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)xform(t.m2, q.invT) - (double)Ma) - logS);
+    margin = conf - p2;
+    ent = log(Za) - Ea / Za;
+    ri.mode = 0;
+    ri.use_a = 1;
+    ri.logS = logS;
+    ri.M = Ma;
+  }
+  if (ent < 0) ent = 0;
+  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+  P.rowinfo[row] = ri;
+}
+
+// plain_finish_kernel: one CTA (kRowWarps warps) per unfiltered row, after plain_pass_kernel
+// (stream order makes its block records visible; no counters). The row maximum and its first
+// column (the block holding it re-read by warp 0: plain_pass_kernel keeps only block maxima and
+// sums), the sums and block scores over the records, then the token in the winning block from its
+// 1024 columns spread over the CTA (approximate Gumbels, exact float64 for the candidates).
+struct FinSmem {
+  Top2 t[kRowWarps];
+  double d[kRowWarps][4];
+  double bv[kRowWarps];
+  int bi[kRowWarps];
+  float f[kRowWarps];
+  Top2 top;
+  int amax;  // first column of the row maximum (warp 0, block_top2)
+  float m2;  // runner-up of the row
+  double Z[4];
+  double best;
+  int bbest;
+  float bf;
+};
+
+__device__ __forceinline__ Top2 cta_top2(FinSmem& sm, Top2 v, int lane, int wid) {
+  v = warp_top2(v);
+  if (lane == 0) sm.t[wid] = v;
+  __syncthreads();
+  if (wid == 0) {
+    Top2 w = lane < kRowWarps ? sm.t[lane] : Top2{neg_inf(), INT_MAX, neg_inf()};
+    w = warp_top2(w);
+    if (lane == 0) sm.top = w;
+  }
+  __syncthreads();
+  return sm.top;
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __grid_constant__ SampleParams P) {
+  __shared__ FinSmem sm;
+  const int row = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+  constexpr int NT = kRowWarps * 32;
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (is_filtered(q, P.V)) return;
+  const int nb = P.nblocks;
+  const BlockRec* recs = P.recs + (long long)row * nb;
+  // The row maximum, the first block holding it, and the largest maximum of the other blocks
+  // (= the maximum itself when two blocks hold it: runner-up of the multiset).
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  for (int b = tid; b < nb; b += NT) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    t = top2_merge(t, Top2{m1, b, neg_inf()});
+  }
+  t = cta_top2(sm, t, lane, wid);
+  if (t.m1 == neg_inf()) {
+    if (tid == 0) write_empty(P, row);
+    return;
+  }
+  if (wid == 0) {
+    const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
+    if (lane == 0) {
+      sm.amax = tb.i1;
+      sm.m2 = fmaxf(t.m2, tb.m2);
+    }
+  }
+  const float Ml = t.m1;
+  const bool need_a = !q.greedy;
+  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
+  const int i = row - q.row_begin;
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  // Sums relative to the global maxima, block scores.
+  double Za = 0, Ea = 0, Zl = 0, El = 0;
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = tid; b < nb; b += NT) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    if (need_a) {
+      const float ma = xform(m1, q.invT);
+      const double sa = (double)__ldcg(&recs[b].sa);
+      const double ea = (double)__ldcg(&recs[b].ea);
+      const double dm = (double)ma - (double)Ma;
+      const double w = exp(dm);
+      Za += sa * w;
+      Ea += w * (ea + dm * sa);
+      const double score = ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+      argmax_merge(best, bbest, score, b);
+    }
+    if (P.stats_guided) {
+      const double sl = (double)__ldcg(&recs[b].sl);
+      const double el = (double)__ldcg(&recs[b].el);
+      const double dm = (double)m1 - (double)Ml;
+      const double w = exp(dm);
+      Zl += sl * w;
+      El += w * (el + dm * sl);
+    }
+  }
+  Za = warp_sumd(Za);
+  Ea = warp_sumd(Ea);
+  Zl = warp_sumd(Zl);
+  El = warp_sumd(El);
+  warp_argmax(best, bbest);
+  if (lane == 0) {
+    sm.d[wid][0] = Za;
+    sm.d[wid][1] = Ea;
+    sm.d[wid][2] = Zl;
+    sm.d[wid][3] = El;
+    sm.bv[wid] = best;
+    sm.bi[wid] = bbest;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    double z[4] = {0, 0, 0, 0};
+    double bv = 0;
+    int bi = INT_MAX;
+    for (int w = 0; w < kRowWarps; ++w) {  // fixed order: deterministic sums
+      for (int k = 0; k < 4; ++k) z[k] += sm.d[w][k];
+      argmax_merge(bv, bi, sm.bv[w], sm.bi[w]);
+    }
+    for (int k = 0; k < 4; ++k) sm.Z[k] = z[k];
+    sm.best = bv;
+    sm.bbest = bi;
+  }
+  __syncthreads();
+  Za = sm.Z[0];
+  Ea = sm.Z[1];
+  Zl = sm.Z[2];
+  El = sm.Z[3];
+  bbest = sm.bbest;
+  int token = sm.amax;  // greedy: the argmax
+  if (need_a) {
+    // Token within the winning block: thread tid holds columns bbest*1024 + tid + k*NT.
+    constexpr int PER = kB / NT;
+    float sf[PER];
+    float bf = neg_inf();
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int col = bbest * kB + tid + k * NT;
+      sf[k] = (col < P.V) ? load_l<DT>(P, q, row, col) : neg_inf();
+    }
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int col = bbest * kB + tid + k * NT;
+      float v = neg_inf();
+      if (sf[k] != neg_inf())
+        v = xform(sf[k], q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
+      sf[k] = v;
+      bf = fmaxf(bf, v);
+    }
+    bf = warp_max(bf);
+    if (lane == 0) sm.f[wid] = bf;
+    __syncthreads();
+    bf = sm.f[0];
+    for (int w = 1; w < kRowWarps; ++w) bf = fmaxf(bf, sm.f[w]);
+    const float thr = bf - approx_margin(bf);
+    double bv = 0;
+    int bt = INT_MAX;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      // (thr may round to -inf at |a| ~ FLT_MAX: excluded columns stay out explicitly)
+      if (sf[k] == neg_inf() || !(sf[k] >= thr)) continue;
+      const int col = bbest * kB + tid + k * NT;
+      const double v = (double)xform(load_l<DT>(P, q, row, col), q.invT) +
+                       gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      argmax_merge(bv, bt, v, col);
+    }
+    warp_argmax(bv, bt);
+    __syncthreads();  // sm.bv / sm.bi reused
+    if (lane == 0) {
+      sm.bv[wid] = bv;
+      sm.bi[wid] = bt;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      for (int w = 0; w < kRowWarps; ++w) argmax_merge(bv, bt, sm.bv[w], sm.bi[w]);
+      token = bt;
+    }
+  } else {
+    __syncthreads();
+  }
+  if (tid != 0) return;
+  t.i1 = sm.amax;
+  t.m2 = sm.m2;
+  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, t.i1, token, Za, Ea, Zl, El);
+}
+
+// The same finish by one warp (plain_finish_warp_kernel: many rows, where one CTA per row would
+// leave too few rows in flight).
+template <int DT>
+__device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req& q, int row, int lane) {
+  const int nb = P.nblocks;
+  const BlockRec* recs = P.recs + (long long)row * nb;
+  // The row maximum, the first block holding it, and the largest maximum of the other blocks
+  // (= the maximum itself when two blocks hold it: runner-up of the multiset).
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    Top2 o{m1, b, neg_inf()};
+    t = top2_merge(t, o);
+  }
+  t = warp_top2(t);
+  if (t.m1 == neg_inf()) {
+    if (lane == 0) write_empty(P, row);
+    return;
+  }
+  {
+    const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
+    t.i1 = tb.i1;
+    t.m2 = fmaxf(t.m2, tb.m2);
+  }
+  const float Ml = t.m1;
+  const int amax = t.i1;
+  const bool need_a = !q.greedy;
+  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
+  const int i = row - q.row_begin;
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  // Sums relative to the global maxima, block scores.
+  double Za = 0, Ea = 0, Zl = 0, El = 0;
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    if (need_a) {
+      const float ma = xform(m1, q.invT);
+      const double sa = (double)__ldcg(&recs[b].sa);
+      const double ea = (double)__ldcg(&recs[b].ea);
+      const double dm = (double)ma - (double)Ma;
+      const double w = exp(dm);
+      Za += sa * w;
+      Ea += w * (ea + dm * sa);
+      const double score = ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+      argmax_merge(best, bbest, score, b);
+    }
+    if (P.stats_guided) {
+      const double sl = (double)__ldcg(&recs[b].sl);
+      const double el = (double)__ldcg(&recs[b].el);
+      const double dm = (double)m1 - (double)Ml;
+      const double w = exp(dm);
+      Zl += sl * w;
+      El += w * (el + dm * sl);
+    }
+  }
+  Za = warp_sumd(Za);
+  Ea = warp_sumd(Ea);
+  Zl = warp_sumd(Zl);
+  El = warp_sumd(El);
+  int token = amax;
+  if (need_a) {
+    warp_argmax(best, bbest);
+    // Token within the winning block: approximate Gumbels for all of its columns, exact float64
+    // scores for the candidates within the approximation margin of the best.
+    float sf[32];
+    float bf = neg_inf();
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {  // every load issued before any use
+      const int col = bbest * kB + e * 32 + lane;
+      sf[e] = (col < P.V) ? load_l<DT>(P, q, row, col) : neg_inf();
+    }
+#pragma unroll 4
+    for (int e = 0; e < 32; ++e) {
+      const int col = bbest * kB + e * 32 + lane;
+      float v = neg_inf();
+      if (sf[e] != neg_inf())
+        v = xform(sf[e], q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
+      sf[e] = v;
+      bf = fmaxf(bf, v);
+    }
+    bf = warp_max(bf);
+    const float thr = bf - approx_margin(bf);
+    double bv = 0;
+    int bt = INT_MAX;
+    for (int e = 0; e < 32; ++e) {
+      // (thr may round to -inf at |a| ~ FLT_MAX: excluded columns stay out explicitly)
+      if (sf[e] == neg_inf() || !(sf[e] >= thr)) continue;
+      const int col = bbest * kB + e * 32 + lane;
+      const double v = (double)xform(load_l<DT>(P, q, row, col), q.invT) +
+                       gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      argmax_merge(bv, bt, v, col);
+    }
+    warp_argmax(bv, bt);
+    token = bt;
+  }
+  if (lane != 0) return;
+  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, amax, token, Za, Ea, Zl, El);
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) plain_finish_warp_kernel(const __grid_constant__ SampleParams P) {
+  const int lane = threadIdx.x & 31;
+  const long long row_ll = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
+  if (row_ll >= P.num_rows) return;
+  const int row = (int)row_ll;
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (is_filtered(q, P.V)) return;
+  finish_plain_warp<DT>(P, q, row, lane);
+}
+
+// A block's record from its maximum M (finite or -inf) and its 32 values per lane, get(e) = the
+// lane's e-th value (l after docs §2). The same arithmetic for every source of values.
+template <class G>
+__device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req& q, float M, const G& get) {
+  BlockRec rec;
+  rec.maxl = M;
+  rec.second = neg_inf();
+  rec.amax = INT_MAX;
+  rec.sa = rec.ea = rec.sl = rec.el = 0.f;
+  rec.pad = 0;
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  if (M != neg_inf()) {
+    const bool want_e = P.want_stats && !P.stats_guided;
+    if (!q.greedy && q.invT == 1.f) {
+      // a == l: one exp pass serves sampling and both statistics modes.
+      float s = 0.f, en = 0.f;
+      if (want_e || P.stats_guided) {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const float d = fmaxf((get(e) - M) * kLog2e, -1000.f);
+          const float x = ex2(d);
+          s += x;
+          en = fmaf(x, d, en);
+        }
+        en = warp_sum(en) * kLn2;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) s += ex2((get(e) - M) * kLog2e);
+      }
+      s = warp_sum(s);
+      rec.sa = s;
+      rec.ea = en;
+      rec.sl = s;
+      rec.el = en;
+    } else {
+      if (!q.greedy) {
+        const float ma = xform(M, q.invT);
+        const float invT = q.invT;
+        float s = 0.f, en = 0.f;
+        if (want_e) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float d = fmaxf((xform(get(e), invT) - ma) * kLog2e, -1000.f);
+            const float x = ex2(d);
+            s += x;
+            en = fmaf(x, d, en);
+          }
+          rec.ea = warp_sum(en) * kLn2;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) s += ex2((xform(get(e), invT) - ma) * kLog2e);
+        }
+        rec.sa = warp_sum(s);
+      }
+      if (P.want_stats && P.stats_guided) {
+        float s = 0.f, en = 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const float d = fmaxf((get(e) - M) * kLog2e, -1000.f);
+          const float x = ex2(d);
+          s += x;
+          en = fmaf(x, d, en);
+        }
+        rec.sl = warp_sum(s);
+        rec.el = warp_sum(en) * kLn2;
+      }
+    }
+  }
+  return rec;
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32, 3) plain_pass_kernel(const __grid_constant__ SampleParams P) {
+  using T = typename Elt<DT>::T;
+  constexpr int VEC = Elt<DT>::VEC;
+  constexpr int NJ = 32 / VEC;
+  constexpr int PFN = 4;  // 16-byte loads of the next block issued before this block's arithmetic
+  const int lane = threadIdx.x & 31;
+  const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;  // warps per row
+  const long long gw = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
+  const long long total = (long long)P.num_rows * wpr;
+  if (gw >= total) return;
+  int row, wi;
+  if (total <= 0x7fffffffLL) {  // 32-bit division (the 64-bit one is a call of ~100 instructions)
+    row = (int)((unsigned)gw / (unsigned)wpr);
+    wi = (int)gw - row * wpr;
+  } else {
+    row = (int)(gw / wpr);
+    wi = (int)(gw - (long long)row * wpr);
+  }
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  // Device row_offsets that are not monotone can map a row outside its request's range: such a
+  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (is_filtered(q, P.V)) return;
+  const int b0 = wi * P.bpw, b1 = min(b0 + P.bpw, P.nblocks);
+  // Unguided 16-byte-aligned rows: the next block's first PFN loads are in flight while this
+  // block's arithmetic runs (a warp's blocks are consecutive blocks of one row).
+  const bool fastrow = P.vec_ok != 0 && !q.guided;
+  const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  uint4 pre[PFN];
+  auto prefetch = [&](int b) {
+#pragma unroll
+    for (int j = 0; j < PFN; ++j)
+      pre[j] = *reinterpret_cast<const uint4*>(crow + b * kB + j * 32 * VEC + lane * VEC);
+  };
+  if (fastrow && (b0 + 1) * kB <= P.V) prefetch(b0);
+  for (int blk = b0; blk < b1; ++blk) {
+  float lv[32];
+  float M = 0.f;
+  bool have = false;  // rec already computed (16-bit fast path)
+  BlockRec rec;
+  if (fastrow && (blk + 1) * kB <= P.V) {
+    uint4 cr[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+      cr[j] = j < PFN ? pre[j]
+                      : *reinterpret_cast<const uint4*>(crow + blk * kB + j * 32 * VEC + lane * VEC);
+    if (blk + 1 < b1 && (blk + 2) * kB <= P.V) prefetch(blk + 1);
+    const int bo = P.banned - blk * kB;
+    const bool ban_here = bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane;
+    const int ban_idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
+    if constexpr (DT != 0) {
+      // bf16 / f16: the values stay packed (16 registers): maximum on pairs with NaN propagation,
+      // each value converted once, in the exp pass.
+      uint32_t w[16];
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        w[j * 4 + 0] = cr[j].x;
+        w[j * 4 + 1] = cr[j].y;
+        w[j * 4 + 2] = cr[j].z;
+        w[j * 4 + 3] = cr[j].w;
+      }
+      if (ban_here) {
+        constexpr uint32_t kNeg = DT == 1 ? 0xff80u : 0xfc00u;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          if (2 * i == ban_idx) w[i] = (w[i] & 0xffff0000u) | kNeg;
+          if (2 * i + 1 == ban_idx) w[i] = (w[i] & 0xffffu) | (kNeg << 16);
+        }
+      }
+      uint32_t pm = w[0];
+#pragma unroll
+      for (int i = 1; i < 16; ++i) pm = pmax_nan<DT>(pm, w[i]);
+      const float m1 = fmax_nan(Elt<DT>::cvt((uint16_t)(pm & 0xffffu)), Elt<DT>::cvt((uint16_t)(pm >> 16)));
+      M = warp_max_nan(m1);
+      if (!(M != M || M == -neg_inf())) {
+        rec = block_sums(P, q, M, [&](int e) {
+          return Elt<DT>::cvt((uint16_t)((e & 1) ? (w[e >> 1] >> 16) : (w[e >> 1] & 0xffffu)));
+        });
+        have = true;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 32; ++e)
+          lv[e] = Elt<DT>::cvt((uint16_t)((e & 1) ? (w[e >> 1] >> 16) : (w[e >> 1] & 0xffffu)));
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        const T* ce = reinterpret_cast<const T*>(&cr[j]);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = Elt<DT>::cvt(ce[e]);
+      }
+      if (ban_here) {
+#pragma unroll
+        for (int e = 0; e < 32; ++e)
+          if (e == ban_idx) lv[e] = neg_inf();
+      }
+    }
+  } else {
+    load_block_l<DT, false>(P, q, row, blk, lane, lv);
+  }
+  if (!have) {
+    // The block as loaded, its maximum with NaN propagation. A NaN or +inf anywhere (M NaN or
+    // +inf) takes the exact rule (docs §2: NaN -> -inf, +inf -> FLT_MAX) in place; otherwise the
+    // values already are l (a block of only -inf included) and every sum is unchanged.
+    // The argmax, the runner-up and their columns are not found here: the finish re-reads the
+    // one block that holds the row's maximum (finish_row).
+    float m1 = lv[0];
+#pragma unroll
+    for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
+    M = warp_max_nan(m1);
+    if (M != M || M == -neg_inf()) {
+      // (sanitize_fast in place is exactly what load_block_l<DT, true> would have produced)
+      m1 = neg_inf();
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        lv[e] = sanitize_fast(lv[e]);
+        m1 = fmaxf(m1, lv[e]);
+      }
+      M = warp_max(m1);
+    }
+    rec = block_sums(P, q, M, [&](int e) { return lv[e]; });
+  }
+  if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
+  }  // blocks of this warp
+}
+
 
 // ------------------------------------------------------------------------------------------------
 // Filtered rows: one CTA per row.
@@ -2164,8 +2803,24 @@ inline cudaError_t prepare_sample_kernels(int V) {
 template <int DT>
 inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, int num_sms,
                                    cudaStream_t s) {
-  if (kUseCandidates) run_plain = true;  // the row pass serves filtered rows too
-  if (run_plain) {
+  if (run_plain) {  // unfiltered rows
+    // Blocks per warp: up to 16 consecutive blocks of a row per warp (the next block's loads in
+    // flight during this block's arithmetic), fewer while that would leave < 2048 warps. Then one
+    // CTA per row finishes it (plain_finish_kernel). Measured on the H200 (docs/device-runs.md,
+    // 2026-11-29): 4096 x 262144 bf16 plain 1582 us -> 682 us (pass + separate finish).
+    P.bpw = 16;
+    while (P.bpw > 1 && (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw) < 2048) P.bpw >>= 1;
+    const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
+    const long long grid = (warps + kRowWarps - 1) / kRowWarps;
+    plain_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+    // Few rows: a CTA per row shortens each row's finish; many rows: a warp per row keeps more
+    // rows in flight (measured: 4096 x 1025 bf16 97 us with warps, 224 us with CTAs).
+    if (P.num_rows >= 1024)
+      plain_finish_warp_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);
+    else
+      plain_finish_kernel<DT><<<(unsigned)P.num_rows, kRowWarps * 32, 0, s>>>(P);
+  }
+  if (run_filter && kUseCandidates) {  // filtered rows: candidates from the streaming pass
     const long long warps = (long long)P.num_rows * P.nblocks;
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
     row_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
