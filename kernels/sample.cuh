@@ -2,16 +2,21 @@
 // Semantics: docs/sampling.md (the CPU backend is the oracle). Random numbers: kernels/rng.h.
 //
 // Kernel shapes
-//  * row_pass_kernel: one warp per 1024-token block of every unfiltered row (32 values per lane in
-//    registers, block max/argmax/second by shuffle, then one exp pass for the sums). Each warp
-//    writes a 32-byte block record to the workspace and bumps the row's counter; the warp that
-//    brings the counter to nblocks finishes the row (merges the records, picks the winning block
-//    with float64 block Gumbels, re-reads that one block from L2 for the token Gumbels, writes the
-//    outputs) and resets the counter to 0 (graph-safe, no host reset needed).
-//    Filtered rows (kUseCandidates) take the same pass: each warp also writes its block's
-//    candidate list (columns at or above a threshold from the lane maxima) and the last warp of
-//    the row selects top-k / top-p / min-p on the merged lists when they provably hold the kept
-//    set (see finish_filtered), else hands the row to filter_kernel.
+//  * plain_pass_kernel (unfiltered rows): each warp streams up to 16 consecutive 1024-token
+//    blocks of one row (launch_sample_dt picks 16, 8, .. 1 so that >= 2048 warps remain), 32
+//    values per lane in registers (bf16/f16 kept packed), the next block's 16-byte loads issued
+//    before this block's arithmetic. Per block: the maximum with NaN propagation (a NaN or +inf
+//    only then triggers the sanitising rule of docs/sampling.md §2, in place), one exp pass for
+//    the sums; a 32-byte record per block. No counters, fences or argmax work in the stream.
+//  * plain_finish_kernel (one CTA per row, < 1024 rows) / plain_finish_warp_kernel (one warp per
+//    row): merges the block records, re-reads the block holding the row maximum for its first
+//    column and the runner-up, picks the winning block with float64 block Gumbels, re-reads that
+//    block (L2) for the token Gumbels, writes the outputs.
+//  * row_pass_kernel (filtered rows, kUseCandidates; launched only when filters may be on): one
+//    warp per block; each warp writes its block record and candidate list (columns at or above a
+//    threshold from the lane maxima) and bumps the row's counter; the warp that brings the counter
+//    to nblocks resets it (graph-safe) and selects top-k / top-p / min-p on the merged lists when
+//    they provably hold the kept set (see finish_filtered), else hands the row to filter_kernel.
 //  * filter_kernel: one 1024-thread CTA per row with top-k / top-p / min-p (with kUseCandidates:
 //    only the rows the candidates could not settle, a grid-stride loop). The row is held in
 //    shared memory as fp32 when it fits, else re-read (L2 / HBM) per pass. Thresholds are found by
