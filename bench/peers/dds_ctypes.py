@@ -73,11 +73,11 @@ class Lib:
 class Sampler:
     """A CUDA sampler plus a reusable argument struct."""
 
-    def __init__(self, lib, vocab, max_rows, max_requests, device=0):
+    def __init__(self, lib, vocab, max_rows, max_requests, device=0, backend=1):
         self.L = lib
         cfg = SamplerConfig()
         lib.check(lib.lib.dds_sampler_config_init(C.byref(cfg), C.sizeof(cfg)), "config_init")
-        cfg.backend, cfg.device, cfg.vocab_size = 1, device, vocab
+        cfg.backend, cfg.device, cfg.vocab_size = backend, device, vocab
         cfg.max_rows, cfg.max_requests = max_rows, max_requests
         self.h = P()
         lib.check(lib.lib.dds_create(C.byref(cfg), C.byref(self.h)), "dds_create")

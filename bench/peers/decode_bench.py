@@ -18,6 +18,7 @@ import os
 import statistics
 import sys
 
+import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,6 +143,27 @@ def bench_verify(lib, R=64, sets=3):
                 acc_dds.append(acc.float().mean().item())
                 a_t, _ = torch_verify(bufs[k][0], bufs[k][1], bufs[k][2])
                 acc_torch.append(a_t.float().mean().item())
+            # The CUDA result against the CPU backend (the oracle) on the same inputs and seed.
+            sc = dds_ctypes.Sampler(lib, V, R * (n + 1), R, backend=0)
+            tl_h, dl_h = bufs[0][0].cpu().numpy(), bufs[0][1].cpu().numpy()
+            d_h = bufs[0][3].cpu().numpy()
+            acc_h = np.zeros(R, np.int32)
+            out_h = np.zeros((R, n + 1), np.int32)
+            ac = s.verify_args()
+            ac.num_requests, ac.num_drafts = R, n
+            ac.target_logits, ac.draft_logits = tl_h.ctypes.data, dl_h.ctypes.data
+            ac.draft_tokens = d_h.ctypes.data
+            ac.temperature, ac.seed = 1.0, 1
+            ac.accepted_counts, ac.out_tokens = acc_h.ctypes.data, out_h.ctypes.data
+            sc.verify(ac, 0)
+            it["k"] = 0
+            run_dds()  # buffer set 0, seed 1
+            torch.cuda.synchronize()
+            same = bool((acc.cpu().numpy() == acc_h).all() and (out.cpu().numpy() == out_h).all())
+            print(f"verify V={V} n={n}: CUDA vs CPU backend on the same inputs: "
+                  f"{'identical' if same else 'DIFFERENT'} (mean accepted CUDA "
+                  f"{acc.float().mean().item():.3f}, CPU {acc_h.mean():.3f})", flush=True)
+            sc.close()
             it["k"] = 0
             t_dds = timeit(run_dds)
             t_torch = timeit(run_torch)
