@@ -356,8 +356,8 @@ typedef struct dds_reveal_args {
 
 #define DDS_REQ_BAD_POLICY 256    /* unknown policy: TOP_N used */
 #define DDS_REQ_BAD_POSITION 512  /* a row's position is outside [0, canvas_length) */
-#define DDS_REQ_TOO_MANY_ROWS 1024 /* CUDA dds_reveal: a request with more than 4096 rows is not
-                                      processed (all its reveal flags 0) */
+#define DDS_REQ_TOO_MANY_ROWS 1024 /* reserved: no longer produced (the CUDA dds_reveal once
+                                      limited a request to 4096 rows; it has no limit now) */
 
 DDS_API dds_status dds_reveal_args_init(dds_reveal_args* args, size_t struct_size);
 DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args,
