@@ -236,7 +236,7 @@ void rank_main(int rank, Shared* S) {
     CKD(dds_sample_shard_plan(s, &a, &sh, &plan));
     int64_t rb = 0;
     for (int q = 0; q < plan.num_rounds; ++q) rb += plan.row_bytes[q];
-    S->row_bytes[rank] = rb * R;  // what each rank receives per row, its own record included
+    S->row_bytes[rank * kNumScen + sc] = rb * R;  // received per row, own record included
     size_t wsb = 0;
     CKD(dds_sample_nccl_workspace_bytes(s, &a, &sh, &wsb));
     void* ws;
@@ -354,7 +354,7 @@ int main() {
     S.sample = mk();
     S.total = mk();
     S.floor_us.assign(R, 0.0);
-    S.row_bytes.assign(R, 0);
+    S.row_bytes.assign(R * kNumScen, 0);
     S.mismatches.assign(R * kNumScen, -1);
     std::vector<std::thread> th;
     for (int r = 0; r < R; ++r) th.emplace_back(rank_main, r, &S);
@@ -379,11 +379,11 @@ int main() {
                       "| %d | %d | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %lld | "
                       "%lld | %d |",
                       shp.rows, shp.V, R, kScen[sc].name, fl, tsh, tg, tr, ts, tt, tt / tsh,
-                      (long long)S.row_bytes[0], (long long)shp.V * 2, mm);
+                      (long long)S.row_bytes[sc], (long long)shp.V * 2, mm);
       } else {
         std::snprintf(b, sizeof b,
                       "| %d | %d | %d | %s | %.1f | %.1f | - | - | - | - | - | %lld | %lld | - |",
-                      shp.rows, shp.V, R, kScen[sc].name, fl, tsh, (long long)S.row_bytes[0],
+                      shp.rows, shp.V, R, kScen[sc].name, fl, tsh, (long long)S.row_bytes[sc],
                       (long long)shp.V * 2);
       }
       std::printf("%s\n", b);
