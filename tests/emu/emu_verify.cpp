@@ -8,6 +8,7 @@ EmuBlock* g_blk;
 #include <dds/dds.h>
 #include <cstdio>
 #include <random>
+#include <string>
 #include "dtype.h"
 using namespace dds;
 
@@ -74,8 +75,101 @@ static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
   return bad;
 }
 
+
+// The configuration of bench/peers/decode_bench.py (bench_verify): R requests, n drafts, f32,
+// targets 2*N(0,1), draft logits = target + N(0,1), drafts sampled from softmax(draft), T = 1,
+// no filters, scalar seed. Compares with the CPU backend and prints mean accepted counts and the
+// exact expectation sum_k prod_{i<k} alpha_i (alpha_i = sum min(p_i, q_i)).
+static int bench_case(int V, int R, int n, uint64_t seed, uint32_t gen_seed, bool per_request) {
+  std::mt19937 rng(gen_seed);
+  std::normal_distribution<float> N(0.f, 1.f);
+  std::uniform_real_distribution<double> U(0.0, 1.0);
+  std::vector<float> T((size_t)R * (n + 1) * V), D((size_t)R * n * V);
+  for (auto& x : T) x = 2.f * N(rng);
+  std::vector<int32_t> drafts((size_t)R * n);
+  double expect = 0;
+  std::vector<double> p(V), q(V);
+  for (int r = 0; r < R; ++r) {
+    double prod = 1;
+    for (int i = 0; i < n; ++i) {
+      float* d = &D[((size_t)r * n + i) * V];
+      const float* t = &T[((size_t)r * (n + 1) + i) * V];
+      for (int k = 0; k < V; ++k) d[k] = t[k] + N(rng);
+      auto soft = [&](const float* x, std::vector<double>& o) {
+        double m = -INFINITY, z = 0;
+        for (int k = 0; k < V; ++k) m = std::max(m, (double)x[k]);
+        for (int k = 0; k < V; ++k) z += (o[k] = std::exp((double)x[k] - m));
+        for (int k = 0; k < V; ++k) o[k] /= z;
+      };
+      soft(t, p);
+      soft(d, q);
+      double a = 0, c = 0, u = U(rng);
+      int tok = V - 1;
+      for (int k = 0; k < V; ++k) a += std::min(p[k], q[k]);
+      for (int k = 0; k < V; ++k) if ((c += q[k]) > u) { tok = k; break; }
+      drafts[(size_t)r * n + i] = tok;
+      prod *= a;
+      expect += prod;
+    }
+  }
+  dds_verify_args a; dds_verify_args_init(&a, sizeof a);
+  a.num_requests = R; a.num_drafts = n; a.draft_tokens = drafts.data(); a.draft_logits = D.data();
+  a.target_logits = T.data(); a.temperature = 1.f; a.seed = seed;
+  // A scalar seed gives every request the same uniforms u_i and Gumbel noise (the counter has
+  // no request index), so the requests' accepted counts are strongly correlated; per-request
+  // seeds make them independent.
+  std::vector<uint64_t> seeds(R);
+  for (int r = 0; r < R; ++r) seeds[r] = seed * (uint64_t)R + (uint64_t)r;
+  if (per_request) a.seeds = seeds.data();
+  std::vector<int32_t> acc(R, -7), out((size_t)R * (n + 1), -7);
+  std::vector<float> lp((size_t)R * (n + 1), 5);
+  a.accepted_counts = acc.data(); a.out_tokens = out.data(); a.out_logprobs = lp.data();
+  dds_sampler_config c; dds_sampler_config_init(&c, sizeof c);
+  c.backend = DDS_BACKEND_CPU; c.vocab_size = V; c.max_rows = R * (n + 1); c.max_requests = R;
+  dds_sampler* cpu; if (dds_create(&c, &cpu) != DDS_OK) { printf("create failed\n"); exit(1); }
+  if (dds_verify_drafts(cpu, &a, nullptr) != DDS_OK) { printf("cpu failed %s\n", dds_last_error()); exit(1); }
+  dds_destroy(cpu);
+  std::vector<int32_t> acc2(R, -7), out2((size_t)R * (n + 1), -7);
+  std::vector<float> lp2((size_t)R * (n + 1), 5);
+  verify::Params P{};
+  P.V = V; P.nblocks = (V + 1023) / 1024; P.num_requests = R; P.n = n; P.draft_tokens = drafts.data();
+  P.draft_logits = D.data(); P.draft_stride = V; P.target_logits = T.data(); P.target_stride = V;
+  P.dtype = 0; P.temp = 1.f; P.p = 1.f; P.seed = seed; P.seeds = a.seeds; P.banned = -1;
+  P.accepted = acc2.data(); P.out_tokens = out2.data(); P.out_logprobs = lp2.data();
+  // Scratch laid out as src/cuda_verify.cu does, in a workspace of workspace_bytes(V, max_rows,
+  // max_requests) with max_rows = R * (n + 1), max_requests = R.
+  std::vector<uint64_t> ws((verify::workspace_bytes(V, R * (n + 1), R) + 7) / 8, 0x7ff4ull << 48);
+  const size_t rows_bytes = (2 * (size_t)(R * (n + 1)) * sizeof(verify::RowInfo) + 255) & ~(size_t)255;
+  P.rows = reinterpret_cast<verify::RowInfo*>(ws.data());
+  P.blocks = reinterpret_cast<verify::BlockSums*>(reinterpret_cast<char*>(ws.data()) + rows_bytes);
+  verify::launch_verify(P, nullptr);
+  int bad = 0, tc = 0, tg = 0;
+  for (int r = 0; r < R; ++r) {
+    tc += acc[r]; tg += acc2[r];
+    bool same = acc[r] == acc2[r];
+    for (int e = 0; e <= n; ++e) {
+      size_t k = (size_t)r * (n + 1) + e;
+      same &= out[k] == out2[k];
+      same &= (std::isinf(lp[k]) && lp[k] == lp2[k]) || std::fabs(lp[k] - lp2[k]) <= 1e-6f + 1e-6f * std::fabs(lp[k]);
+    }
+    if (!same && ++bad <= 5)
+      printf("  r%d: acc cpu %d emu %d, tok[acc] %d/%d\n", r, acc[r], acc2[r],
+             out[(size_t)r * (n + 1) + acc[r]], out2[(size_t)r * (n + 1) + std::max(0, acc2[r])]);
+  }
+  printf("bench V=%d R=%d n=%d seed=%llu%s: %d/%d requests differ; mean accepted cpu %.3f emu %.3f, "
+         "expected %.3f\n", V, R, n, (unsigned long long)seed, per_request ? " (per request)" : "", bad, R, (double)tc / R, (double)tg / R,
+         expect / R);
+  return bad;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IONBF, 0);
+  if (argc >= 4) {  // emu_verify V R n [seed [per]]: the decode_bench configuration only; with
+                    // "per", request r gets seed * R + r instead of the scalar seed
+    const int V = atoi(argv[1]), R = atoi(argv[2]), n = atoi(argv[3]);
+    const uint64_t seed = argc >= 5 ? strtoull(argv[4], nullptr, 10) : 1;
+    return bench_case(V, R, n, seed, 7u, argc >= 6 && std::string(argv[5]) == "per") != 0;
+  }
   std::mt19937 rng(1);
   int bad = 0;
   for (int V : {7, 1025, 2500}) for (int n : {0, 1, 3}) for (int kind : {0, 1}) bad += verify_case(rng, V, 14, n, kind);

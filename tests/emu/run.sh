@@ -4,6 +4,9 @@
 # per-warp exchange. Block sizes are cut to 64 threads (2 warps for the per-block sums) so that
 # it runs in minutes on a small machine. Checks algorithmic parity only (not races, not speed).
 # Usage: tests/emu/run.sh <build dir with libdds.so>   (not part of CTest)
+#        tests/emu/run.sh <build dir> V R n [seed [per]]: only the decode_bench verify
+#        configuration (R requests, n drafts, targets 2*N(0,1), drafts target + N(0,1), T = 1) vs
+#        the CPU; scalar seed (shared uniforms), or with `per` seeds seed * R + r.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
 out=$(mktemp -d)
@@ -15,8 +18,9 @@ for f in verify reveal; do
          s/constexpr int kFinishThreads = 1024;/constexpr int kFinishThreads = 64;/;
          s/constexpr int kThreads = 512;/constexpr int kThreads = 64;/' > "$out/$f.h"
 done
-for t in emu_verify emu_reveal; do
+tests=(emu_verify emu_reveal); [ $# -gt 1 ] && tests=(emu_verify)
+for t in "${tests[@]}"; do
   g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" "$here/$t.cpp" \
       -o "$out/$t" -L"$build" -ldds -Wl,-rpath,"$build"
-  "$out/$t"
+  "$out/$t" "${@:2}"
 done

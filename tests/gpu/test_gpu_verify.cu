@@ -3,7 +3,8 @@
 // mixes of temperature / top-k / top-p / min-p, ragged draft counts, drafts that are all accepted
 // or all rejected, f32 and bf16, poisoned outputs; graph capture and replay with new seeds and
 // steps; a chi-square test that the output is distributed as sequential sampling from the targets
-// with acceptance rate sum min(p, q); bad input.
+// with acceptance rate sum min(p, q); the decode_bench inputs (64 requests, V = 32000, n = 4
+// and 8) against the CPU and the exact mean accepted count; bad input.
 #include "gpu_main.h"
 
 #include <dds/dds.h>
@@ -490,6 +491,140 @@ TEST_CASE("CUDA dds_verify_drafts: output ~ sequential target sampling; acceptan
   const double sd = std::sqrt(N * overlap * (1 - overlap));
   CHECK(std::fabs(accepted_first - N * overlap) < 5 * sd);
   dds_destroy(gpu);
+}
+
+// The configuration of bench/peers/decode_bench.py (bench_verify), with the sampler's capacities
+// as the bench creates it (max_rows = R * (n + 1), max_requests = R): 64 requests, V = 32000,
+// n = 4 and 8, f32, targets 2 * N(0, 1), draft logits = target + N(0, 1), drafts sampled from
+// softmax(draft), temperature 1, no filters. Every call is compared with the CPU backend
+// (tokens, accepted counts, log-probs). With a scalar seed every request shares the uniforms u_i
+// (the noise counter has no request index), so one call's mean accepted count is one draw of a
+// strongly correlated quantity; with per-request seeds the counts are independent and their mean
+// over the calls must match the exact expectation sum_k prod_{i<k} alpha_{r,i} (alpha = sum
+// min(p, q)) within 5 standard deviations.
+TEST_CASE("CUDA dds_verify_drafts on the decode_bench inputs (64 requests, V = 32000)") {
+  const int V = 32000, R = 64, scalar_calls = 2, calls = 12;
+  for (int n : {4, 8}) {
+    CAPTURE(n);
+    std::mt19937 rng(4242 + n);
+    std::normal_distribution<float> N(0.f, 1.f);
+    std::uniform_real_distribution<double> U(0.0, 1.0);
+    std::vector<float> target((size_t)R * (n + 1) * V), draft((size_t)R * n * V);
+    for (auto& x : target) x = 2.f * N(rng);
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < n; ++i)
+        for (int t = 0; t < V; ++t)
+          draft[((size_t)r * n + i) * V + t] = target[((size_t)r * (n + 1) + i) * V + t] + N(rng);
+    // alpha_{r,i} = sum_t min(p, q); the exact mean and variance of each request's count.
+    double mean = 0, var = 0, alpha_sum = 0;
+    for (int r = 0; r < R; ++r) {
+      double pk = 1, e = 0, e2 = 0;
+      for (int i = 0; i < n; ++i) {
+        const auto p = softmax(std::vector<float>(target.begin() + ((size_t)r * (n + 1) + i) * V,
+                                                  target.begin() + ((size_t)r * (n + 1) + i + 1) * V));
+        const auto q = softmax(std::vector<float>(draft.begin() + ((size_t)r * n + i) * V,
+                                                  draft.begin() + ((size_t)r * n + i + 1) * V));
+        double a = 0;
+        for (int t = 0; t < V; ++t) a += std::min(p[t], q[t]);
+        alpha_sum += a;
+        pk *= a;  // P(acc >= i + 1)
+        e += pk;
+        e2 += (2.0 * (i + 1) - 1.0) * pk;
+      }
+      mean += e;
+      var += e2 - e * e;
+    }
+    // Drafts d ~ q, drawn afresh for every call (inverse CDF in float64).
+    std::vector<int32_t> drafts((size_t)R * n);
+    auto draw_drafts = [&]() {
+      for (int r = 0; r < R; ++r)
+        for (int i = 0; i < n; ++i) {
+          const auto q = softmax(std::vector<float>(draft.begin() + ((size_t)r * n + i) * V,
+                                                    draft.begin() + ((size_t)r * n + i + 1) * V));
+          const double u = U(rng);
+          double c = 0;
+          int tok = V - 1;
+          for (int t = 0; t < V; ++t)
+            if ((c += q[t]) > u) {
+              tok = t;
+              break;
+            }
+          drafts[(size_t)r * n + i] = tok;
+        }
+    };
+    dds_sampler* cpu = make(DDS_BACKEND_CPU, V, R * (n + 1), R);
+    dds_sampler* gpu = make(DDS_BACKEND_CUDA, V, R * (n + 1), R);
+    Dev<float> dt(target), dd(draft);
+    Dev<int32_t> ddr(drafts), dacc(std::vector<int32_t>(R, -7));
+    Dev<int32_t> dout(std::vector<int32_t>((size_t)R * (n + 1), -7));
+    Dev<float> dlp(std::vector<float>((size_t)R * (n + 1), 123.f));
+    std::vector<uint64_t> seeds(R);
+    Dev<uint64_t> dseeds(seeds);
+    Case shape;  // for compare(): R and n only
+    shape.R = R;
+    shape.n = n;
+    int bad = 0;
+    long long acc_total = 0;
+    for (int call = 0; call < scalar_calls + calls; ++call) {
+      const bool per_request = call >= scalar_calls;
+      draw_drafts();
+      for (int r = 0; r < R; ++r) seeds[r] = (uint64_t)call * R + r + 1;
+      ddr.put(drafts);
+      dseeds.put(seeds);
+      dds_verify_args a;
+      dds_verify_args_init(&a, sizeof a);
+      a.num_requests = R;
+      a.num_drafts = n;
+      a.temperature = 1.f;
+      a.seed = (uint64_t)call + 1;  // the bench's form: seed = call index
+      Out want;
+      want.acc.assign(R, -7);
+      want.tokens.assign((size_t)R * (n + 1), -7);
+      want.lp.assign((size_t)R * (n + 1), 123.f);
+      want.status.assign(R, 0);
+      a.target_logits = target.data();
+      a.draft_logits = draft.data();
+      a.draft_tokens = drafts.data();
+      a.seeds = per_request ? seeds.data() : nullptr;
+      a.accepted_counts = want.acc.data();
+      a.out_tokens = want.tokens.data();
+      a.out_logprobs = want.lp.data();
+      REQUIRE(dds_verify_drafts(cpu, &a, nullptr) == DDS_OK);
+      a.target_logits = dt.p;
+      a.draft_logits = dd.p;
+      a.draft_tokens = ddr.p;
+      a.seeds = per_request ? dseeds.p : nullptr;
+      a.accepted_counts = dacc.p;
+      a.out_tokens = dout.p;
+      a.out_logprobs = dlp.p;
+      REQUIRE(dds_verify_drafts(gpu, &a, nullptr) == DDS_OK);
+      DDS_CUDA_CHECK(cudaDeviceSynchronize());
+      Out got;
+      got.acc = dacc.get();
+      got.tokens = dout.get();
+      got.lp = dlp.get();
+      got.status.assign(R, 0);
+      CAPTURE(call);
+      bad += compare(shape, want, got);
+      int cpu_sum = 0, gpu_sum = 0;
+      for (int r = 0; r < R; ++r) {
+        cpu_sum += want.acc[r];
+        gpu_sum += got.acc[r];
+      }
+      if (per_request) acc_total += gpu_sum;
+      if (!per_request)
+        MESSAGE("n " << n << " scalar seed " << a.seed << " (shared uniforms): mean accepted CPU "
+                     << (double)cpu_sum / R << ", GPU " << (double)gpu_sum / R);
+    }
+    CHECK(bad == 0);
+    const double expect = mean * calls, sd = std::sqrt(var * calls);
+    MESSAGE("n " << n << ": mean alpha " << alpha_sum / (R * n) << "; per-request seeds, mean accepted "
+                 << (double)acc_total / ((double)R * calls) << " vs exact " << mean / R << " (sd of the mean "
+                 << sd / ((double)R * calls) << ")");
+    CHECK(std::fabs((double)acc_total - expect) < 5 * sd);
+    dds_destroy(cpu);
+    dds_destroy(gpu);
+  }
 }
 
 TEST_CASE("CUDA dds_verify_drafts: bad input returns error codes") {
