@@ -111,8 +111,12 @@ def bench_verify(lib, R=64, sets=3):
             lp = torch.empty(R, n + 1, dtype=torch.float32, device="cuda")
             stream = torch.cuda.current_stream().cuda_stream
             args = []
-            for tl, dl, _, d32 in bufs:
+            # One seed per request (a scalar seed would give every request the same noise).
+            seeds = [torch.arange(k * R + 1, k * R + R + 1, dtype=torch.int64, device="cuda")
+                     for k in range(sets)]
+            for (tl, dl, _, d32), sd in zip(bufs, seeds):
                 a = s.verify_args()
+                a.seeds = sd.data_ptr()
                 a.num_requests, a.num_drafts = R, n
                 a.target_logits, a.draft_logits = tl.data_ptr(), dl.data_ptr()
                 a.draft_tokens = d32.data_ptr()
@@ -125,7 +129,6 @@ def bench_verify(lib, R=64, sets=3):
             def run_dds():
                 k = it["k"] % sets
                 it["k"] += 1
-                args[k].seed = it["k"]
                 s.verify(args[k], stream)
 
             def run_torch():
@@ -153,11 +156,12 @@ def bench_verify(lib, R=64, sets=3):
             ac.num_requests, ac.num_drafts = R, n
             ac.target_logits, ac.draft_logits = tl_h.ctypes.data, dl_h.ctypes.data
             ac.draft_tokens = d_h.ctypes.data
-            ac.temperature, ac.seed = 1.0, 1
+            seeds_h = seeds[0].cpu().numpy().astype(np.uint64)
+            ac.temperature, ac.seeds = 1.0, seeds_h.ctypes.data
             ac.accepted_counts, ac.out_tokens = acc_h.ctypes.data, out_h.ctypes.data
             sc.verify(ac, 0)
             it["k"] = 0
-            run_dds()  # buffer set 0, seed 1
+            run_dds()  # buffer set 0, its seeds
             torch.cuda.synchronize()
             same = bool((acc.cpu().numpy() == acc_h).all() and (out.cpu().numpy() == out_h).all())
             print(f"verify V={V} n={n}: CUDA vs CPU backend on the same inputs: "
