@@ -107,7 +107,7 @@ decode() { DDS_LIB="$B/libdds.so" python3 bench/peers/decode_bench.py; }
 export -f c_gpu memcheck python_gpu bindings peers decode nccl_env multigpu bench_nccl bench_all \
   bench_shard ncu_plain
 
-step c-gpu 150 c_gpu
+step c-gpu 300 c_gpu
 step multigpu 120 multigpu
 step bench-nccl 150 bench_nccl
 step python 120 python_gpu
