@@ -555,158 +555,7 @@ __device__ __forceinline__ void write_outputs(const SampleParams& P, int row, in
   if (P.entropy) P.entropy[row] = (float)ent;
 }
 
-// ------------------------------------------------------------------------------------------------
-// Unfiltered rows: one warp per block, last warp of the row finishes.
-template <int DT>
-__device__ __noinline__ void finish_row(const SampleParams& P, const Req& q, int row, int lane) {
-  const int nb = P.nblocks;
-  const BlockRec* recs = P.recs + (long long)row * nb;
-  // Merge argmax / second and find the global maxima.
-  Top2 t{neg_inf(), INT_MAX, neg_inf()};
-  for (int b = lane; b < nb; b += 32) {
-    const float m1 = __ldcg(&recs[b].maxl);
-    if (m1 == neg_inf()) continue;
-    Top2 o{m1, __ldcg(&recs[b].amax), __ldcg(&recs[b].second)};
-    t = top2_merge(t, o);
-  }
-  t = warp_top2(t);
-  if (t.m1 == neg_inf()) {
-    if (lane == 0) write_empty(P, row);
-    return;
-  }
-  const float Ml = t.m1;
-  const int amax = t.i1;
-  const bool need_a = !q.greedy;
-  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
-  const int i = row - q.row_begin;
-  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
-  // Sums relative to the global maxima, block scores.
-  double Za = 0, Ea = 0, Zl = 0, El = 0;
-  double best = 0;
-  int bbest = INT_MAX;
-  for (int b = lane; b < nb; b += 32) {
-    const float m1 = __ldcg(&recs[b].maxl);
-    if (m1 == neg_inf()) continue;
-    if (need_a) {
-      const float ma = xform(m1, q.invT);
-      const double sa = (double)__ldcg(&recs[b].sa);
-      const double ea = (double)__ldcg(&recs[b].ea);
-      const double dm = (double)ma - (double)Ma;
-      const double w = exp(dm);
-      Za += sa * w;
-      Ea += w * (ea + dm * sa);
-      const double score = ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
-      argmax_merge(best, bbest, score, b);
-    }
-    if (P.stats_guided) {
-      const double sl = (double)__ldcg(&recs[b].sl);
-      const double el = (double)__ldcg(&recs[b].el);
-      const double dm = (double)m1 - (double)Ml;
-      const double w = exp(dm);
-      Zl += sl * w;
-      El += w * (el + dm * sl);
-    }
-  }
-  Za = warp_sumd(Za);
-  Ea = warp_sumd(Ea);
-  Zl = warp_sumd(Zl);
-  El = warp_sumd(El);
-  int token = amax;
-  if (need_a) {
-    warp_argmax(best, bbest);
-    // Token within the winning block: approximate Gumbels for all of its columns, exact float64
-    // scores for the candidates within the approximation margin of the best.
-    float sf[32];
-    float bf = neg_inf();
-#pragma unroll 4
-    for (int e = 0; e < 32; ++e) {
-      const int col = bbest * kB + e * 32 + lane;
-      float v = neg_inf();
-      if (col < P.V) {
-        const float l = load_l<DT>(P, q, row, col);
-        if (l != neg_inf())
-          v = xform(l, q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
-      }
-      sf[e] = v;
-      bf = fmaxf(bf, v);
-    }
-    bf = warp_max(bf);
-    const float thr = bf - approx_margin(bf);
-    double bv = 0;
-    int bt = INT_MAX;
-    for (int e = 0; e < 32; ++e) {
-      // (thr may round to -inf at |a| ~ FLT_MAX: excluded columns stay out explicitly)
-      if (sf[e] == neg_inf() || !(sf[e] >= thr)) continue;
-      const int col = bbest * kB + e * 32 + lane;
-      const double v = (double)xform(load_l<DT>(P, q, row, col), q.invT) +
-                       gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
-      argmax_merge(bv, bt, v, col);
-    }
-    warp_argmax(bv, bt);
-    token = bt;
-  }
-  if (lane != 0) return;
-  RowInfo ri;
-  ri.empty = 0;
-  ri.token = token;
-  ri.invT = q.invT;
-  ri.kthr = 0;
-  ri.cid = 0;
-  ri.amin = 0;
-  double logprob = 0, conf = 1, margin = 1, ent = 0;
-  if (P.stats_guided) {
-    const double logS = log(Zl);
-    float xt = 0.f;
-    if (P.logprobs) {
-      // l of the token: recompute from memory (one element).
-      using T = typename Elt<DT>::T;
-      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
-      const float c = Elt<DT>::cvt(crow[token]);
-      float u = 0.f;
-      if (q.guided)
-        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
-      xt = make_l(c, u, q.guided, q.g, token, P.banned);
-    }
-    logprob = ((double)xt - (double)Ml) - logS;
-    conf = exp(-logS);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)t.m2 - (double)Ml) - logS);
-    margin = conf - p2;
-    ent = log(Zl) - El / Zl;
-    ri.mode = 0;
-    ri.use_a = 0;
-    ri.logS = logS;
-    ri.M = Ml;
-  } else if (q.greedy) {
-    ri.mode = 1;
-    ri.use_a = 0;
-    ri.logS = 0;
-    ri.M = 0.f;
-  } else {
-    const double logS = log(Za);
-    float xt = 0.f;
-    if (P.logprobs) {
-      using T = typename Elt<DT>::T;
-      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
-      const float c = Elt<DT>::cvt(crow[token]);
-      float u = 0.f;
-      if (q.guided)
-        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
-      xt = xform(make_l(c, u, q.guided, q.g, token, P.banned), q.invT);
-    }
-    logprob = ((double)xt - (double)Ma) - logS;
-    conf = exp(-logS);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)xform(t.m2, q.invT) - (double)Ma) - logS);
-    margin = conf - p2;
-    ent = log(Za) - Ea / Za;
-    ri.mode = 0;
-    ri.use_a = 1;
-    ri.logS = logS;
-    ri.M = Ma;
-  }
-  if (ent < 0) ent = 0;
-  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
-  P.rowinfo[row] = ri;
-}
+
 
 // ------------------------------------------------------------------------------------------------
 // Filtered rows from candidates of the streaming pass (kUseCandidates).
@@ -911,7 +760,8 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   // 2. Compact S = {candidates with a > Ua} to the front of the row's list area (block order;
   // every write index <= its read index, and a chunk is read before it is written).
   int nS = 0;
-  unsigned long long zout = 0;  // fixed-point mass of the candidates outside S
+  unsigned long long zout = 0;  // fixed-point mass of the candidates outside S (top-p, no top-k)
+  const bool want_zout = q.p < 1.f && q.p > 0.f;
   const int nslots = nb * L;
   constexpr int kU = 8;  // chunks of 32 slots in flight (loads independent of the writes)
   for (int c0 = 0; c0 < nslots; c0 += 32 * kU) {
@@ -939,7 +789,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       float a = neg_inf();
       if (valid[u]) a = xform(__int_as_float(ev[u].y), invT);
       const bool in = valid[u] && a > Ua;
-      if (valid[u] && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
+      if (want_zout && valid[u] && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
       const unsigned bal = __ballot_sync(0xffffffffu, in);
       if (in) cl[nS + __popc(bal & ((1u << lane) - 1u))] = ev[u];
       nS += __popc(bal);
@@ -1407,14 +1257,11 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   // The request's parameters again (fewer registers live across the block pass).
   Req qf = load_req(P, r);
   if (row < qf.row_begin || row >= qf.row_end) qf.guided = false;
-  if (kUseCandidates && filt) {
-    __threadfence();
-    __syncwarp();
-    finish_filtered<DT>(P, qf, row, lane, reinterpret_cast<unsigned*>(s_stage[wid]),
-                        reinterpret_cast<unsigned long long*>(s_stage[wid] + kWBins));
-    return;
-  }
-  finish_row<DT>(P, qf, row, lane);
+  // (only filtered rows reach here: unfiltered ones returned at the top)
+  __threadfence();
+  __syncwarp();
+  finish_filtered<DT>(P, qf, row, lane, reinterpret_cast<unsigned*>(s_stage[wid]),
+                      reinterpret_cast<unsigned long long*>(s_stage[wid] + kWBins));
 }
 
 // Re-reads block `blk` of the row (L2 or HBM, 1024 columns): the first column holding M (the row
