@@ -585,6 +585,12 @@ constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point masses (e 
 #define DDS_SAMPLE_CANDIDATES 1
 #endif
 constexpr bool kUseCandidates = DDS_SAMPLE_CANDIDATES != 0;
+// Candidates: the last warp of a row finishes it inside row_pass_kernel (a fence and a counter
+// atomic per block), or cand_finish_kernel does, one warp per row, after the pass (no counters).
+#ifndef DDS_SAMPLE_CAND_FUSED_FINISH
+#define DDS_SAMPLE_CAND_FUSED_FINISH 0
+#endif
+constexpr bool kCandFusedFinish = DDS_SAMPLE_CAND_FUSED_FINISH != 0;
 constexpr int kWBins = 256;
 
 // The smallest float x with exp((double)x - md) >= minp (docs §3 min-p as a value threshold).
@@ -1230,6 +1236,10 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
       }
     }
   }
+  if (!kCandFusedFinish) {  // cand_finish_kernel finishes the row after this kernel
+    if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
+    return;
+  }
   int last = 0;
   if (P.nblocks == 1) {
     last = 1;
@@ -1262,6 +1272,22 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   __syncwarp();
   finish_filtered<DT>(P, qf, row, lane, reinterpret_cast<unsigned*>(s_stage[wid]),
                       reinterpret_cast<unsigned long long*>(s_stage[wid] + kWBins));
+}
+
+// Filtered rows after row_pass_kernel (kCandFusedFinish off): one warp per row merges the
+// candidate lists and samples (finish_filtered).
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) cand_finish_kernel(const __grid_constant__ SampleParams P) {
+  __shared__ __align__(16) unsigned s_bins[kRowWarps][kWBins * 3];  // 256 counts + 256 u64 masses
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  const int row = blockIdx.x * kRowWarps + wid;
+  if (row >= P.num_rows) return;
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (!is_filtered(q, P.V)) return;
+  finish_filtered<DT>(P, q, row, lane, &s_bins[wid][0],
+                      reinterpret_cast<unsigned long long*>(&s_bins[wid][kWBins]));
 }
 
 // Re-reads block `blk` of the row (L2 or HBM, 1024 columns): the first column holding M (the row
@@ -1834,7 +1860,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 3) plain_pass_kernel(const __g
     // +inf) takes the exact rule (docs §2: NaN -> -inf, +inf -> FLT_MAX) in place; otherwise the
     // values already are l (a block of only -inf included) and every sum is unchanged.
     // The argmax, the runner-up and their columns are not found here: the finish re-reads the
-    // one block that holds the row's maximum (finish_row).
+    // one block that holds the row's maximum (plain_finish_kernel).
     float m1 = lv[0];
 #pragma unroll
     for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
@@ -2676,6 +2702,8 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     const long long warps = (long long)P.num_rows * P.nblocks;
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
     row_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+    if (!kCandFusedFinish)
+      cand_finish_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);
   }
   if (run_filter) {
     P.smem_row = P.V <= kSmemRowMax;
