@@ -768,27 +768,61 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   int nS = 0;
   unsigned long long zout = 0;  // fixed-point mass of the candidates outside S (top-p, no top-k)
   const bool want_zout = q.p < 1.f && q.p > 0.f;
-  const int nslots = nb * L;
-  constexpr int kU = 8;  // chunks of 32 slots in flight (loads independent of the writes)
-  for (int c0 = 0; c0 < nslots; c0 += 32 * kU) {
-    int2 ev[kU];
-    int nv[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int slot = c0 + u * 32 + lane;
-      const int b = slot / L;
-      nv[u] = 0;
-      ev[u] = make_int2(0, 0);
-      if (b < nb) {  // the workspace is initialised at dds_create: stale slots are only masked
-        nv[u] = __ldcg(&recs[b].pad);
-        ev[u] = __ldcg(cl + slot);
+  // Non-empty 32-slot chunks of the lists, in slot order, as (chunk << 6) | entries (in the bins'
+  // shared memory, free until the selection): blocks whose maximum is not above Ua hold nothing
+  // of S and are skipped unless the mass outside S is wanted. More chunks than fit: every chunk.
+  const int cpb = L / 32;  // chunks per block list
+  unsigned* clist = reinterpret_cast<unsigned*>(hm);
+  const bool listed = nb * cpb <= 2 * kWBins;
+  int nch = nb * cpb;
+  if (listed) {
+    nch = 0;
+    for (int b0 = 0; b0 < nb; b0 += 32) {
+      const int b = b0 + lane;
+      int n = 0;
+      if (b < nb) {
+        n = __ldcg(&recs[b].pad);
+        if (!want_zout && n > 0 && !(xform(__ldcg(&recs[b].maxl), invT) > Ua)) n = 0;
       }
+      const int c = (n + 31) >> 5;
+      int incl = c;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
+      }
+      const int base = nch + incl - c;
+      for (int p = 0; p < c; ++p)
+        clist[base + p] = ((unsigned)(b * cpb + p) << 6) | (unsigned)min(32, n - 32 * p);
+      nch += __shfl_sync(0xffffffffu, incl, 31);
     }
+    __syncwarp();
+  }
+  constexpr int kU = 8;  // chunks in flight (loads independent of the writes)
+  for (int c0 = 0; c0 < nch; c0 += kU) {
+    int2 ev[kU];
     bool valid[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int slot = c0 + u * 32 + lane;
-      valid[u] = slot - (slot / L) * L < nv[u];
+      valid[u] = false;
+      ev[u] = make_int2(0, 0);
+      const int ci = c0 + u;
+      if (ci < nch) {
+        int chunk, cnt;
+        if (listed) {
+          const unsigned e = clist[ci];
+          chunk = (int)(e >> 6);
+          cnt = (int)(e & 63u);
+        } else {
+          chunk = ci;
+          const int b = ci / cpb;
+          cnt = __ldcg(&recs[b].pad) - (ci - b * cpb) * 32;
+        }
+        if (lane < cnt) {
+          valid[u] = true;
+          ev[u] = __ldcg(cl + (long long)chunk * 32 + lane);
+        }
+      }
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
