@@ -119,6 +119,14 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   const bool none_filtered = !arrays && !scalar_filter;
   const bool run_plain = !all_filtered;
   const bool run_filter = !none_filtered;
+  // The fallback list's counters are zero at rest (filter_kernel resets them), but the workspace
+  // is shared with dds_verify_drafts, whose scratch starts at offset 0: clear them on the stream
+  // (a memset node under graph capture; no host synchronisation).
+  if (ksample::kUseCandidates && run_filter) {
+    const cudaError_t me = cudaMemsetAsync(ws + w.fb, 0, 2 * sizeof(int), stream);
+    if (me != cudaSuccess)
+      return fail(DDS_ERR_CUDA, "dds_sample: cudaMemsetAsync failed: %s", cudaGetErrorString(me));
+  }
   cudaError_t e = ksample::launch_sample(a.dtype, P, run_plain, run_filter, ctx.num_sms, stream);
   if (e != cudaSuccess)
     return fail(DDS_ERR_CUDA, "dds_sample: kernel launch failed: %s (%s)", cudaGetErrorName(e),
