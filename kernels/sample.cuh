@@ -2580,7 +2580,7 @@ template <int DT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   if (kUseCandidates) {
-    const int n = min(*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);
+    const int n = min((int)*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
       const int row = __ldcg(P.fb_rows + i);
       if (row < 0 || row >= P.num_rows) continue;  // (uniform) never for a list of this call
