@@ -25,14 +25,8 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "bench_common.h"  // BENCH_CHECK, BENCH_DDS
+
 #define CKD(x)                                                                                \
   do {                                                                                        \
     dds_status s_ = (x);                                                                      \
@@ -150,34 +144,34 @@ struct Shared {
 
 void rank_main(int rank, Shared* S) {
   const int R = S->R, rows = S->shape.rows, V = S->shape.V;
-  CK(cudaSetDevice(rank));
+  BENCH_CHECK(cudaSetDevice(rank));
   ncclComm_t comm;
   CKN(ncclCommInitRank(&comm, R, S->id, rank));
   cudaStream_t st;
-  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const int off = (int)((int64_t)V * rank / R), len = (int)((int64_t)V * (rank + 1) / R) - off;
   const bool even = V % R == 0;  // the baseline all-gathers equal slices
   const size_t slice_bytes = (size_t)rows * len * 2;
   const int copies = (int)std::max<size_t>(2, std::min<size_t>(8, (256u << 20) / slice_bytes + 1));
   std::vector<__nv_bfloat16*> slices(copies);
   for (int c = 0; c < copies; ++c) {
-    CK(cudaMalloc(&slices[c], slice_bytes));
+    BENCH_CHECK(cudaMalloc(&slices[c], slice_bytes));
     fill_kernel<<<1024, 256, 0, st>>>(slices[c], rows, len, off, V, 4.f, 1000 + c);
   }
-  CK(cudaGetLastError());
+  BENCH_CHECK(cudaGetLastError());
   __nv_bfloat16 *gath = nullptr, *full = nullptr;
   if (even) {
-    CK(cudaMalloc(&gath, slice_bytes * R));
-    CK(cudaMalloc(&full, slice_bytes * R));
+    BENCH_CHECK(cudaMalloc(&gath, slice_bytes * R));
+    BENCH_CHECK(cudaMalloc(&full, slice_bytes * R));
   }
   int32_t *tok_sh, *tok_full;
   float *lp_sh, *lp_full;
   unsigned* sink;
-  CK(cudaMalloc(&tok_sh, rows * 4));
-  CK(cudaMalloc(&tok_full, rows * 4));
-  CK(cudaMalloc(&lp_sh, rows * 4));
-  CK(cudaMalloc(&lp_full, rows * 4));
-  CK(cudaMalloc(&sink, 4));
+  BENCH_CHECK(cudaMalloc(&tok_sh, rows * 4));
+  BENCH_CHECK(cudaMalloc(&tok_full, rows * 4));
+  BENCH_CHECK(cudaMalloc(&lp_sh, rows * 4));
+  BENCH_CHECK(cudaMalloc(&lp_full, rows * 4));
+  BENCH_CHECK(cudaMalloc(&sink, 4));
 
   dds_sampler_config c;
   dds_sampler_config_init(&c, sizeof c);
@@ -192,16 +186,16 @@ void rank_main(int rank, Shared* S) {
   // one-read floor of this rank's slice
   {
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    BENCH_CHECK(cudaEventCreate(&e0));
+    BENCH_CHECK(cudaEventCreate(&e1));
     std::vector<float> t;
     for (int i = 0; i < kWarm + kReps; ++i) {
-      CK(cudaEventRecord(e0, st));
+      BENCH_CHECK(cudaEventRecord(e0, st));
       read_kernel<<<132 * 8, 512, 0, st>>>((const uint4*)slices[i % copies], slice_bytes / 16, sink);
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
+      BENCH_CHECK(cudaEventRecord(e1, st));
+      BENCH_CHECK(cudaEventSynchronize(e1));
       float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       if (i >= kWarm) t.push_back(ms * 1000.f);
     }
     std::sort(t.begin(), t.end());
@@ -211,7 +205,7 @@ void rank_main(int rank, Shared* S) {
   }
 
   cudaEvent_t ev[5];
-  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (auto& e : ev) BENCH_CHECK(cudaEventCreate(&e));
   for (int sc = 0; sc < kNumScen; ++sc) {
     dds_sample_args a;
     dds_sample_args_init(&a, sizeof a);
@@ -240,7 +234,7 @@ void rank_main(int rank, Shared* S) {
     size_t wsb = 0;
     CKD(dds_sample_nccl_workspace_bytes(s, &a, &sh, &wsb));
     void* ws;
-    CK(cudaMalloc(&ws, wsb));
+    BENCH_CHECK(cudaMalloc(&ws, wsb));
     auto& T_sh = S->sharded[rank][sc];
     auto& T_g = S->gather[rank][sc];
     auto& T_r = S->reorder[rank][sc];
@@ -250,12 +244,12 @@ void rank_main(int rank, Shared* S) {
       a.logits = slices[i % copies];
       a.row_stride = len;
       S->bar->wait();
-      CK(cudaEventRecord(ev[0], st));
+      BENCH_CHECK(cudaEventRecord(ev[0], st));
       CKD(dds_sample_nccl(s, &a, &sh, comm, ws, wsb, (dds_stream)st));
-      CK(cudaEventRecord(ev[1], st));
-      CK(cudaEventSynchronize(ev[1]));
+      BENCH_CHECK(cudaEventRecord(ev[1], st));
+      BENCH_CHECK(cudaEventSynchronize(ev[1]));
       float ms;
-      CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+      BENCH_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
       if (i >= kWarm) T_sh.push_back(ms * 1000.f);
     }
     if (even) {
@@ -266,21 +260,21 @@ void rank_main(int rank, Shared* S) {
       f.row_stride = V;
       for (int i = 0; i < kWarm + kReps; ++i) {
         S->bar->wait();
-        CK(cudaEventRecord(ev[0], st));
+        BENCH_CHECK(cudaEventRecord(ev[0], st));
         CKN(ncclAllGather(slices[i % copies], gath, slice_bytes, ncclUint8, comm, st));
-        CK(cudaEventRecord(ev[1], st));
+        BENCH_CHECK(cudaEventRecord(ev[1], st));
         for (int r = 0; r < R; ++r)
-          CK(cudaMemcpy2DAsync(full + (size_t)r * len, (size_t)V * 2,
+          BENCH_CHECK(cudaMemcpy2DAsync(full + (size_t)r * len, (size_t)V * 2,
                                (const char*)gath + (size_t)r * slice_bytes, (size_t)len * 2,
                                (size_t)len * 2, rows, cudaMemcpyDeviceToDevice, st));
-        CK(cudaEventRecord(ev[2], st));
+        BENCH_CHECK(cudaEventRecord(ev[2], st));
         CKD(dds_sample(s, &f, (dds_stream)st));
-        CK(cudaEventRecord(ev[3], st));
-        CK(cudaEventSynchronize(ev[3]));
+        BENCH_CHECK(cudaEventRecord(ev[3], st));
+        BENCH_CHECK(cudaEventSynchronize(ev[3]));
         float m01, m12, m23;
-        CK(cudaEventElapsedTime(&m01, ev[0], ev[1]));
-        CK(cudaEventElapsedTime(&m12, ev[1], ev[2]));
-        CK(cudaEventElapsedTime(&m23, ev[2], ev[3]));
+        BENCH_CHECK(cudaEventElapsedTime(&m01, ev[0], ev[1]));
+        BENCH_CHECK(cudaEventElapsedTime(&m12, ev[1], ev[2]));
+        BENCH_CHECK(cudaEventElapsedTime(&m23, ev[2], ev[3]));
         if (i >= kWarm) {
           T_g.push_back(m01 * 1000.f);
           T_r.push_back(m12 * 1000.f);
@@ -292,15 +286,15 @@ void rank_main(int rank, Shared* S) {
       a.logits = slices[(kWarm + kReps - 1) % copies];
       S->bar->wait();
       CKD(dds_sample_nccl(s, &a, &sh, comm, ws, wsb, (dds_stream)st));
-      CK(cudaStreamSynchronize(st));
+      BENCH_CHECK(cudaStreamSynchronize(st));
       std::vector<int32_t> h1(rows), h2(rows);
-      CK(cudaMemcpy(h1.data(), tok_sh, rows * 4, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(h2.data(), tok_full, rows * 4, cudaMemcpyDeviceToHost));
+      BENCH_CHECK(cudaMemcpy(h1.data(), tok_sh, rows * 4, cudaMemcpyDeviceToHost));
+      BENCH_CHECK(cudaMemcpy(h2.data(), tok_full, rows * 4, cudaMemcpyDeviceToHost));
       int mm = 0;
       for (int r = 0; r < rows; ++r) mm += h1[r] != h2[r];
       S->mismatches[rank * kNumScen + sc] = mm;
     }
-    CK(cudaFree(ws));
+    BENCH_CHECK(cudaFree(ws));
   }
   S->bar->wait();
   for (auto& e : ev) cudaEventDestroy(e);
@@ -329,7 +323,7 @@ int main() {
     return 0;
   }
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   int nv = 0;
   ncclGetVersion(&nv);
   std::printf("dds_bench_nccl: %d x %s, NCCL %d, bf16, median of %d calls (slowest rank each)\n\n",

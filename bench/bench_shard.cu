@@ -25,22 +25,8 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-#define DK(x)                                                                                   \
-  do {                                                                                          \
-    dds_status s_ = (x);                                                                        \
-    if (s_ != DDS_OK) {                                                                         \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, dds_last_error());        \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "bench_common.h"  // BENCH_CHECK, BENCH_DDS
+
 
 namespace {
 
@@ -101,18 +87,18 @@ struct Timer {
   // Median over `reps` graph replays of each graph in turn (graph i % graphs.size()).
   double median_us(const std::vector<cudaGraphExec_t>& graphs, int reps, int warm) {
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < warm; ++i) CK(cudaGraphLaunch(graphs[i % graphs.size()], st));
-    CK(cudaStreamSynchronize(st));
+    BENCH_CHECK(cudaEventCreate(&a));
+    BENCH_CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < warm; ++i) BENCH_CHECK(cudaGraphLaunch(graphs[i % graphs.size()], st));
+    BENCH_CHECK(cudaStreamSynchronize(st));
     std::vector<float> t;
     for (int i = 0; i < reps; ++i) {
-      CK(cudaEventRecord(a, st));
-      CK(cudaGraphLaunch(graphs[i % graphs.size()], st));
-      CK(cudaEventRecord(b, st));
-      CK(cudaEventSynchronize(b));
+      BENCH_CHECK(cudaEventRecord(a, st));
+      BENCH_CHECK(cudaGraphLaunch(graphs[i % graphs.size()], st));
+      BENCH_CHECK(cudaEventRecord(b, st));
+      BENCH_CHECK(cudaEventSynchronize(b));
       float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a, b));
+      BENCH_CHECK(cudaEventElapsedTime(&ms, a, b));
       t.push_back(ms * 1000.f);
     }
     cudaEventDestroy(a);
@@ -123,10 +109,10 @@ struct Timer {
   cudaGraphExec_t capture(const std::function<void()>& fn) {
     cudaGraph_t g;
     cudaGraphExec_t e;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     fn();
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&e, g, 0));
+    BENCH_CHECK(cudaStreamEndCapture(st, &g));
+    BENCH_CHECK(cudaGraphInstantiate(&e, g, 0));
     cudaGraphDestroy(g);
     return e;
   }
@@ -150,7 +136,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   const auto t_start = std::chrono::steady_clock::now();
   std::printf("# dds_bench_shard on %s (one GPU; R ranks simulated on column slices)\n\n", prop.name);
   std::printf("Times in us, medians of CUDA graph replays. floor = one plain read of the rank's slice; "
@@ -169,9 +155,9 @@ int main(int argc, char** argv) {
   const Scenario scen[] = {{"plain", 0, 1.f}, {"top-k 50", 50, 1.f}, {"top-p 0.9", 0, 0.9f}};
   const int Rs[] = {2, 4, 8};
   float* sink;
-  CK(cudaMalloc(&sink, 256));
+  BENCH_CHECK(cudaMalloc(&sink, 256));
   Timer tm;
-  CK(cudaStreamCreateWithFlags(&tm.st, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaStreamCreateWithFlags(&tm.st, cudaStreamNonBlocking));
   for (const Shape& sh : shapes) {
     const int rows = sh.rows, V = sh.V, dt = sh.dt;
     const size_t esz = dt == 0 ? 4 : 2;
@@ -182,10 +168,10 @@ int main(int argc, char** argv) {
     copies = (int)std::max<size_t>(1, std::min<size_t>(copies, (size_t)1500e6 / full));
     std::vector<void*> buf(copies);
     for (int c = 0; c < copies; ++c) {
-      CK(cudaMalloc(&buf[c], full));
+      BENCH_CHECK(cudaMalloc(&buf[c], full));
       fill_kernel<<<2048, 256>>>(buf[c], (size_t)rows * V, dt, 2.f, 17 + c);
     }
-    CK(cudaDeviceSynchronize());
+    BENCH_CHECK(cudaDeviceSynchronize());
     dds_sampler_config cfg;
     dds_sampler_config_init(&cfg, sizeof cfg);
     cfg.backend = DDS_BACKEND_CUDA;
@@ -193,12 +179,12 @@ int main(int argc, char** argv) {
     cfg.max_rows = rows;
     cfg.max_requests = rows;
     dds_sampler* s = nullptr;
-    DK(dds_create(&cfg, &s));
+    BENCH_DDS(dds_create(&cfg, &s));
     int32_t *tok, *tok_ref;
     float* conf;
-    CK(cudaMalloc(&tok, sizeof(int32_t) * rows));
-    CK(cudaMalloc(&tok_ref, sizeof(int32_t) * rows));
-    CK(cudaMalloc(&conf, sizeof(float) * rows));
+    BENCH_CHECK(cudaMalloc(&tok, sizeof(int32_t) * rows));
+    BENCH_CHECK(cudaMalloc(&tok_ref, sizeof(int32_t) * rows));
+    BENCH_CHECK(cudaMalloc(&conf, sizeof(float) * rows));
     for (int R : Rs) {
       for (const Scenario& sc : scen) {
         if (quick && R != 8) continue;
@@ -227,27 +213,27 @@ int main(int argc, char** argv) {
         }
         dds_shard_plan plan;
         plan.struct_size = sizeof plan;
-        DK(dds_sample_shard_plan(s, &args[0], &shd[0], &plan));
+        BENCH_DDS(dds_sample_shard_plan(s, &args[0], &shd[0], &plan));
         int64_t max_rec = 8, row_sent = 0;
         for (int q = 0; q < plan.num_rounds; ++q) {
           max_rec = std::max(max_rec, plan.record_bytes[q]);
           row_sent += plan.row_bytes[q];
         }
         unsigned char* gathered;
-        CK(cudaMalloc(&gathered, (size_t)plan.gathered_bytes));
+        BENCH_CHECK(cudaMalloc(&gathered, (size_t)plan.gathered_bytes));
         std::vector<unsigned char*> rec(R);
-        for (int r = 0; r < R; ++r) CK(cudaMalloc(&rec[r], (size_t)max_rec));
+        for (int r = 0; r < R; ++r) BENCH_CHECK(cudaMalloc(&rec[r], (size_t)max_rec));
         auto set_copy = [&](int c) {
           for (int r = 0; r < R; ++r)
             args[r].logits = static_cast<const char*>(buf[c]) + esz * shd[r].vocab_offset;
         };
         auto partial_rank = [&](int r, int q) {
           shd[r].round = q;
-          DK(dds_sample_partial(s, &args[r], &shd[r], gathered, rec[r], (dds_stream)tm.st));
+          BENCH_DDS(dds_sample_partial(s, &args[r], &shd[r], gathered, rec[r], (dds_stream)tm.st));
         };
         auto gather = [&](int q) {
           for (int r = 0; r < R; ++r)
-            CK(cudaMemcpyAsync(gathered + plan.gathered_offset[q] + r * plan.record_bytes[q], rec[r],
+            BENCH_CHECK(cudaMemcpyAsync(gathered + plan.gathered_offset[q] + r * plan.record_bytes[q], rec[r],
                                (size_t)plan.record_bytes[q], cudaMemcpyDeviceToDevice, tm.st));
         };
         auto whole = [&]() {
@@ -255,24 +241,24 @@ int main(int argc, char** argv) {
             for (int r = 0; r < R; ++r) partial_rank(r, q);
             gather(q);
           }
-          DK(dds_sample_finish(s, &args[0], &shd[0], gathered, (dds_stream)tm.st));
+          BENCH_DDS(dds_sample_finish(s, &args[0], &shd[0], gathered, (dds_stream)tm.st));
         };
         // One full run on copy 0 (fills `gathered` for every round), checked against dds_sample.
         set_copy(0);
         const auto t0 = std::chrono::steady_clock::now();
         whole();
-        CK(cudaStreamSynchronize(tm.st));
+        BENCH_CHECK(cudaStreamSynchronize(tm.st));
         const double once_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         dds_sample_args u = a;
         u.logits = buf[0];
         u.tokens = tok_ref;
         u.confidence = nullptr;
-        DK(dds_sample(s, &u, (dds_stream)tm.st));
-        CK(cudaStreamSynchronize(tm.st));
+        BENCH_DDS(dds_sample(s, &u, (dds_stream)tm.st));
+        BENCH_CHECK(cudaStreamSynchronize(tm.st));
         std::vector<int32_t> h1(rows), h2(rows);
-        CK(cudaMemcpy(h1.data(), tok, 4 * rows, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(h2.data(), tok_ref, 4 * rows, cudaMemcpyDeviceToHost));
+        BENCH_CHECK(cudaMemcpy(h1.data(), tok, 4 * rows, cudaMemcpyDeviceToHost));
+        BENCH_CHECK(cudaMemcpy(h2.data(), tok_ref, 4 * rows, cudaMemcpyDeviceToHost));
         int same = 0;
         for (int i = 0; i < rows; ++i) same += h1[i] == h2[i];
         // Timing: slow (first-version) kernels get fewer repetitions so the run stays short.
@@ -296,7 +282,7 @@ int main(int argc, char** argv) {
             for (int q = 0; q < plan.num_rounds; ++q) partial_rank(0, q);
           }));
           gfin.push_back(tm.capture([&]() {
-            DK(dds_sample_finish(s, &args[0], &shd[0], gathered, (dds_stream)tm.st));
+            BENCH_DDS(dds_sample_finish(s, &args[0], &shd[0], gathered, (dds_stream)tm.st));
           }));
         }
         const double floor_us = tm.median_us(gf, 20, 2);
