@@ -12,7 +12,8 @@
 # GPU_FINAL_STEPS="bindings peers" runs only those steps; PEERS_BUDGET / PEERS_TIMEOUT (seconds).
 # Output ($OUT, at most 8 files): summary.txt, logs.tar (one <step>.log per step, appended as each
 # step ends, so a run cut short still brings back the finished steps), results.tar
-# (docs/benchmarks). Steps: c-gpu, multigpu (NCCL test, >= 2 GPUs), bench-nccl, python, bindings,
+# (docs/benchmarks). Steps: c-gpu, multigpu (NCCL test, >= 2 GPUs), bench-nccl, torch-multigpu
+# (tests/multigpu/torch_shard.py under torchrun, >= 2 GPUs), python, bindings,
 # bench (dds_bench: sample + stash), bench-shard, peers, decode, memcheck, ncu.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +92,14 @@ nccl_env() {
 }
 multigpu() { nccl_env && nvidia-smi topo -m; "$B/test_nccl_shard"; }
 bench_nccl() { nccl_env && "$B/dds_bench_nccl"; }
+torch_multigpu() {
+  # tests/multigpu/torch_shard.py under torchrun, one process per GPU (torch's own NCCL).
+  set -o pipefail
+  DDS_PY_GPU_LOG=none DDS_PY_INSTALL_ONLY=1 DDS_PY_LIB="$B/libdds.so.0" bash bindings/python/gpu-test.sh |
+    tail -3 || return 1
+  local n script=$PWD/tests/multigpu/torch_shard.py; n=$(nvidia-smi -L | wc -l)
+  (cd /tmp && python3 -m torch.distributed.run --standalone --nproc_per_node="$n" "$script")
+}
 bench_all() { "$B/dds_bench" ${BENCH_ARGS:-}; }
 bench_shard() { "$B/dds_bench_shard"; }
 ncu_plain() {
@@ -104,12 +113,13 @@ ncu_plain() {
 }
 peers() { DDS_LIB="$B/libdds.so" python3 bench/peers/run.py --budget "${PEERS_BUDGET:-120}"; }
 decode() { DDS_LIB="$B/libdds.so" python3 bench/peers/decode_bench.py; }
-export -f c_gpu memcheck python_gpu bindings peers decode nccl_env multigpu bench_nccl bench_all \
+export -f c_gpu memcheck python_gpu bindings peers decode nccl_env multigpu bench_nccl torch_multigpu bench_all \
   bench_shard ncu_plain
 
 step c-gpu 300 c_gpu
 step multigpu 120 multigpu
 step bench-nccl 150 bench_nccl
+step torch-multigpu 240 torch_multigpu
 step python 120 python_gpu
 step bindings 45 bindings
 export PEERS_BUDGET=${PEERS_BUDGET:-90}

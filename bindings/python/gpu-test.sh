@@ -16,7 +16,8 @@
 #
 # Environment: DDS_SWIG_WRAPPER=/path/dds_wrap.c (instead of bindings/python/_generated),
 # DDS_PY_LIB=/path/libdds.so.0 (package an already built CUDA libdds instead of building it),
-# DDS_PY_WITH_CUDA (default ON), DDS_JOBS (default nproc), PYTHON (default python3).
+# DDS_PY_WITH_CUDA (default ON), DDS_JOBS (default nproc), PYTHON (default python3),
+# DDS_PY_INSTALL_ONLY=1 (install and stop: what scripts/gpu-final.sh's torch-multigpu step uses).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -94,6 +95,10 @@ if [[ "${DDS_PY_WITH_CUDA:-ON}" == ON ]] && ! (cd /tmp && "$py" -c 'import dds, 
   exit 1
 fi
 (cd /tmp && "$py" -c 'import dds; print("dds", dds.__version__, dds.__file__, "has_cuda", dds.has_cuda())')
+if [[ -n "${DDS_PY_INSTALL_ONLY:-}" ]]; then
+  say "DDS_PY_INSTALL_ONLY: installed, no tests run"
+  exit 0
+fi
 
 cd "$here"
 say "pytest -m gpu"
