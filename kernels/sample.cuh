@@ -114,6 +114,11 @@ struct SampleParams {
   int vec_ok;
   int smem_row;  // filter kernel: row held in shared memory
   int bpw;    // plain pass: consecutive blocks of one row per warp (launch_sample_dt)
+  // plain pass: the row's last warp finishes it (finish_plain_warp) instead of a finish kernel;
+  // with several warps per row, counters[row] (zeroed on the stream before the launch) counts
+  // the warps done.
+  int fuse_finish;
+  int block_approx;  // finish_plain_warp: block scores pre-selected in fp32
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -1636,19 +1641,19 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
   double Za = 0, Ea = 0, Zl = 0, El = 0;
   double best = 0;
   int bbest = INT_MAX;
-  for (int b = lane; b < nb; b += 32) {
+  // One block's sums; returns its a-maximum ma (-inf: no finite column).
+  auto block_sum = [&](int b) -> float {
     const float m1 = __ldcg(&recs[b].maxl);
-    if (m1 == neg_inf()) continue;
+    if (m1 == neg_inf()) return neg_inf();
+    float ma = 0.f;
     if (need_a) {
-      const float ma = xform(m1, q.invT);
+      ma = xform(m1, q.invT);
       const double sa = (double)__ldcg(&recs[b].sa);
       const double ea = (double)__ldcg(&recs[b].ea);
       const double dm = (double)ma - (double)Ma;
       const double w = exp(dm);
       Za += sa * w;
       Ea += w * (ea + dm * sa);
-      const double score = ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
-      argmax_merge(best, bbest, score, b);
     }
     if (P.stats_guided) {
       const double sl = (double)__ldcg(&recs[b].sl);
@@ -1657,6 +1662,48 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
       const double w = exp(dm);
       Zl += sl * w;
       El += w * (el + dm * sl);
+    }
+    return ma;
+  };
+  auto exact_score = [&](int b, float ma) {
+    const double sa = (double)__ldcg(&recs[b].sa);
+    return ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+  };
+  if (need_a && P.block_approx) {
+    // Block scores first in fp32 (approx_gumbel, __logf: |error| < 1e-4 + 2.5e-7 |score|); the
+    // exact float64 score only for blocks within twice approx_margin of the best one (the block
+    // the exact scores pick is always among them). Each lane keeps its best two fp32 scores; a
+    // lane whose second one is also within the margin (rare) scores all its blocks exactly.
+    float s1 = neg_inf(), s2 = neg_inf();
+    int b1 = -1;
+    for (int b = lane; b < nb; b += 32) {
+      const float ma = block_sum(b);
+      if (ma == neg_inf()) continue;
+      const float sa = __ldcg(&recs[b].sa);
+      const float sc = (ma + __logf(sa)) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)b, kSaltBlock));
+      if (sc > s1) {
+        s2 = s1;
+        s1 = sc;
+        b1 = b;
+      } else {
+        s2 = fmaxf(s2, sc);
+      }
+    }
+    const float bf = warp_max(s1);
+    const float thr = bf - 2.f * approx_margin(bf);
+    const bool all_exact = s2 != neg_inf() && !(s2 < thr);  // (thr NaN: every block)
+    if (b1 >= 0 && !all_exact) {
+      if (!(s1 < thr)) argmax_merge(best, bbest, exact_score(b1, xform(__ldcg(&recs[b1].maxl), q.invT)), b1);
+    } else if (b1 >= 0) {
+      for (int b = lane; b < nb; b += 32) {
+        const float m1 = __ldcg(&recs[b].maxl);
+        if (m1 != neg_inf()) argmax_merge(best, bbest, exact_score(b, xform(m1, q.invT)), b);
+      }
+    }
+  } else {
+    for (int b = lane; b < nb; b += 32) {
+      const float ma = block_sum(b);
+      if (need_a && __ldcg(&recs[b].maxl) != neg_inf()) argmax_merge(best, bbest, exact_score(b, ma), b);
     }
   }
   Za = warp_sumd(Za);
@@ -1704,7 +1751,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
 }
 
 template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32) plain_finish_warp_kernel(const __grid_constant__ SampleParams P) {
+__global__ void __launch_bounds__(kRowWarps * 32, 4) plain_finish_warp_kernel(const __grid_constant__ SampleParams P) {
   const int lane = threadIdx.x & 31;
   const long long row_ll = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
   if (row_ll >= P.num_rows) return;
@@ -1787,8 +1834,10 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
   return rec;
 }
 
-template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32, 3) plain_pass_kernel(const __grid_constant__ SampleParams P) {
+// FUSED: the row's last warp also finishes it (P.fuse_finish; 64 registers so that 32 warps
+// per SM stay resident while the finishes run: 4096 x 1025 is one wave).
+template <int DT, bool FUSED>
+__global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kernel(const __grid_constant__ SampleParams P) {
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
@@ -1913,6 +1962,23 @@ __global__ void __launch_bounds__(kRowWarps * 32, 3) plain_pass_kernel(const __g
   }
   if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
   }  // blocks of this warp
+  if constexpr (!FUSED) return;
+  // The last warp of the row to finish its blocks finishes the row (its finish overlaps the
+  // other rows' streaming instead of waiting for a second launch). Lane 0 wrote the records:
+  // fence, count; the warp that sees wpr - 1 fences again and reads every record (__ldcg, L2).
+  if (wpr > 1) {
+    int last = 0;
+    if (lane == 0) {
+      __threadfence();
+      last = atomicAdd(&P.counters[row], 1) == wpr - 1;
+    }
+    last = __shfl_sync(0xffffffffu, last, 0);
+    if (!last) return;
+    __threadfence();
+  } else {
+    __syncwarp();
+  }
+  finish_plain_warp<DT>(P, q, row, lane);
 }
 
 
@@ -2712,6 +2778,14 @@ inline cudaError_t prepare_sample_kernels(int V) {
   return e;
 }
 
+// Consecutive blocks per warp of plain_pass_kernel: up to 16, fewer while that would leave
+// < 2048 warps.
+inline int plain_bpw(int num_rows, int nblocks) {
+  int bpw = 16;
+  while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
+  return bpw;
+}
+
 // launch flags: which row kernels may have work (decided from host-visible scalars).
 template <int DT>
 inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, int num_sms,
@@ -2721,14 +2795,18 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     // flight during this block's arithmetic), fewer while that would leave < 2048 warps. Then one
     // CTA per row finishes it (plain_finish_kernel). Measured on the H200 (docs/device-runs.md,
     // 2026-11-29): 4096 x 262144 bf16 plain 1582 us -> 682 us (pass + separate finish).
-    P.bpw = 16;
-    while (P.bpw > 1 && (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw) < 2048) P.bpw >>= 1;
+    if (P.bpw <= 0) P.bpw = plain_bpw(P.num_rows, P.nblocks);
     const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
-    plain_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+    if (P.fuse_finish)
+      plain_pass_kernel<DT, true><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+    else
+      plain_pass_kernel<DT, false><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
     // Few rows: a CTA per row shortens each row's finish; many rows: a warp per row keeps more
-    // rows in flight (measured: 4096 x 1025 bf16 97 us with warps, 224 us with CTAs).
-    if (P.num_rows >= 1024)
+    // rows in flight (measured: 4096 x 1025 bf16 97 us with warps, 224 us with CTAs), and is
+    // fused into the pass when P.fuse_finish (the caller zeroed counters when wpr > 1).
+    if (P.fuse_finish) {
+    } else if (P.num_rows >= 1024)
       plain_finish_warp_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);
     else
       plain_finish_kernel<DT><<<(unsigned)P.num_rows, kRowWarps * 32, 0, s>>>(P);

@@ -3,6 +3,7 @@
 // No allocation, no host synchronisation, no device-to-host read: per-request values are read
 // (and sanitised) inside the kernels, so the call is graph-capturable.
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda_internal.h"
 #include "sample.cuh"
@@ -122,6 +123,26 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   // The fallback list's counters are zero at rest (filter_kernel resets them), but the workspace
   // is shared with dds_verify_drafts, whose scratch starts at offset 0: clear them on the stream
   // (a memset node under graph capture; no host synchronisation).
+  // Unfiltered rows: the finish fused into the pass (its last warp per row) from 1024 rows,
+  // where a warp per row finishes anyway; fewer rows keep the CTA-per-row finish kernel.
+  // DDS_SAMPLE_FUSE=0/1 overrides (A/B runs; read once per process).
+  P.bpw = ksample::plain_bpw(P.num_rows, P.nblocks);
+  static const int fuse_env = [] {
+    const char* e = std::getenv("DDS_SAMPLE_FUSE");
+    return e && *e ? std::atoi(e) : -1;
+  }();
+  const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;
+  P.fuse_finish = run_plain && (fuse_env >= 0 ? fuse_env != 0 : a.num_rows >= 1024 && wpr == 1) ? 1 : 0;
+  static const int approx_env = [] {
+    const char* e = std::getenv("DDS_SAMPLE_BLOCK_APPROX");
+    return e && *e ? std::atoi(e) : 1;
+  }();
+  P.block_approx = approx_env;
+  if (P.fuse_finish && wpr > 1) {
+    const cudaError_t me = cudaMemsetAsync(ws + w.counters, 0, (size_t)a.num_rows * sizeof(int), stream);
+    if (me != cudaSuccess)
+      return fail(DDS_ERR_CUDA, "dds_sample: cudaMemsetAsync failed: %s", cudaGetErrorString(me));
+  }
   if (ksample::kUseCandidates && run_filter) {
     const cudaError_t me = cudaMemsetAsync(ws + w.fb, 0, 2 * sizeof(int), stream);
     if (me != cudaSuccess)
