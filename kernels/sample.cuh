@@ -1316,7 +1316,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
 // Filtered rows after row_pass_kernel (kCandFusedFinish off): one warp per row merges the
 // candidate lists and samples (finish_filtered).
 template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32) cand_finish_kernel(const __grid_constant__ SampleParams P) {
+__global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __grid_constant__ SampleParams P) {
   __shared__ __align__(16) unsigned s_bins[kRowWarps][kWBins * 3];  // 256 counts + 256 u64 masses
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
   const int row = blockIdx.x * kRowWarps + wid;
