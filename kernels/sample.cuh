@@ -736,6 +736,29 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
   return r;
 }
 
+// Re-reads block `blk` of the row (L2 or HBM, 1024 columns): the first column holding M (the row
+// maximum, which this block holds) and the block's runner-up (by min/max, as a multiset).
+template <int DT>
+__device__ __noinline__ Top2 block_top2(const SampleParams& P, const Req& q, int row, int blk,
+                                        float M, int lane) {
+  float lv[32];
+  load_block_l<DT, true>(P, q, row, blk, lane, lv);
+  float b1 = neg_inf(), b2 = neg_inf();
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    b2 = fmaxf(b2, fminf(b1, lv[e]));
+    b1 = fmaxf(b1, lv[e]);
+  }
+  int am = INT_MAX;
+  if (b1 == M) {
+#pragma unroll
+    for (int e = 31; e >= 0; --e)
+      if (lv[e] == M) am = col_of<DT>(blk, lane, e);
+  }
+  Top2 tb{b1, am, b2};
+  return warp_top2(tb);
+}
+
 template <int DT>
 __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q, int row, int lane,
                                              unsigned* hist, unsigned long long* hm) {
@@ -745,12 +768,14 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   int2* cl = P.cand + (long long)row * nb * L;  // the row's lists; S is compacted to its front
   const float invT = q.invT;
   // 1. Headers: max / argmax / second of l, U = max tau.
+  // (The block holding the maximum re-read for its first column and runner-up: the row pass
+  // keeps only block maxima.)
   Top2 t{neg_inf(), INT_MAX, neg_inf()};
   float Ul = -FLT_MAX;
   for (int b = lane; b < nb; b += 32) {
     const float m1 = __ldcg(&recs[b].maxl);
     if (m1 == neg_inf()) continue;
-    Top2 o{m1, __ldcg(&recs[b].amax), __ldcg(&recs[b].second)};
+    Top2 o{m1, b, neg_inf()};
     t = top2_merge(t, o);
     Ul = fmaxf(Ul, __ldcg(&recs[b].ea));
   }
@@ -759,6 +784,11 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   if (t.m1 == neg_inf()) {
     if (lane == 0) write_empty(P, row);
     return;
+  }
+  {
+    const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
+    t.i1 = tb.i1;
+    t.m2 = fmaxf(t.m2, tb.m2);
   }
   const float Ml = t.m1;
   const int amax = t.i1;
@@ -1098,31 +1128,28 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   __shared__ __align__(16) float s_stage[kRowWarps][kB];
   const int wid = threadIdx.x >> 5;
   float lv[32];
-  load_block_l<DT>(P, q, row, blk, lane, lv);
-  // Top-2 by min/max (3 instructions per value), then the first column of the maximum.
-  float m1 = neg_inf(), m2 = neg_inf();
+  // The block as loaded (whole aligned blocks unsanitised) and its maximum with NaN
+  // propagation: a NaN or +inf anywhere takes the exact rule (docs §2) in place, as in
+  // plain_pass_kernel. The pass is ALU-bound, so no per-value argmax / runner-up work here:
+  // finish_filtered re-reads the one block holding the row's maximum (block_top2).
+  load_block_l<DT, false>(P, q, row, blk, lane, lv);
+  float m1 = lv[0];
 #pragma unroll
-  for (int e = 0; e < 32; ++e) {
-    m2 = fmaxf(m2, fminf(m1, lv[e]));
-    m1 = fmaxf(m1, lv[e]);
+  for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
+  float M = warp_max_nan(m1);
+  if (M != M || M == -neg_inf()) {
+    m1 = neg_inf();
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      lv[e] = sanitize_fast(lv[e]);
+      m1 = fmaxf(m1, lv[e]);
+    }
+    M = warp_max(m1);
   }
-  const float M = warp_max(m1);
-  const unsigned at_max = __ballot_sync(0xffffffffu, m1 == M);
-  float sec = (m1 == M) ? m2 : m1;
-  sec = warp_max(sec);
-  if (__popc(at_max) > 1) sec = M;
-  int amax = INT_MAX;
-  if (m1 == M && M != neg_inf()) {
-#pragma unroll
-    for (int e = 31; e >= 0; --e)
-      if (lv[e] == M) amax = col_of<DT>(blk, lane, e);
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = min(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   BlockRec rec;
   rec.maxl = M;
-  rec.second = sec;
-  rec.amax = amax;
+  rec.second = neg_inf();
+  rec.amax = INT_MAX;
   rec.sa = rec.ea = rec.sl = rec.el = 0.f;
   rec.pad = 0;
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
@@ -1327,29 +1354,6 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __
   if (!is_filtered(q, P.V)) return;
   finish_filtered<DT>(P, q, row, lane, &s_bins[wid][0],
                       reinterpret_cast<unsigned long long*>(&s_bins[wid][kWBins]));
-}
-
-// Re-reads block `blk` of the row (L2 or HBM, 1024 columns): the first column holding M (the row
-// maximum, which this block holds) and the block's runner-up (by min/max, as a multiset).
-template <int DT>
-__device__ __noinline__ Top2 block_top2(const SampleParams& P, const Req& q, int row, int blk,
-                                        float M, int lane) {
-  float lv[32];
-  load_block_l<DT, true>(P, q, row, blk, lane, lv);
-  float b1 = neg_inf(), b2 = neg_inf();
-#pragma unroll
-  for (int e = 0; e < 32; ++e) {
-    b2 = fmaxf(b2, fminf(b1, lv[e]));
-    b1 = fmaxf(b1, lv[e]);
-  }
-  int am = INT_MAX;
-  if (b1 == M) {
-#pragma unroll
-    for (int e = 31; e >= 0; --e)
-      if (lv[e] == M) am = col_of<DT>(blk, lane, e);
-  }
-  Top2 tb{b1, am, b2};
-  return warp_top2(tb);
 }
 
 // The outputs of an unfiltered row once its maximum Ml (first column amax, runner-up m2), sums
