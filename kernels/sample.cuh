@@ -10,15 +10,18 @@
 //    the sums; a 32-byte record per block. No counters, fences or argmax work in the stream.
 //  * plain_finish_kernel (one CTA per row, < 1024 rows) / plain_finish_warp_kernel (one warp per
 //    row): merges the block records, re-reads the block holding the row maximum for its first
-//    column and the runner-up, picks the winning block with float64 block Gumbels, re-reads that
-//    block (L2) for the token Gumbels, writes the outputs.
+//    column and the runner-up, picks the winning block (block scores in fp32 first, float64
+//    Gumbels for those near the best), re-reads that block (L2) for the token Gumbels, writes the
+//    outputs. From 1024 rows, rows that one warp streams whole (nblocks <= bpw) are finished by
+//    that warp inside the pass instead (plain_pass_kernel<DT, true>, P.fuse_finish).
 //  * row_pass_kernel (filtered rows, kUseCandidates; launched only when filters may be on): one
-//    warp per block; each warp writes its block record and candidate list (columns at or above a
-//    threshold from the lane maxima) and bumps the row's counter; the warp that brings the counter
-//    to nblocks resets it (graph-safe) and selects top-k / top-p / min-p on the merged lists when
-//    they provably hold the kept set (see finish_filtered), else hands the row to filter_kernel.
-//  * filter_kernel: one 1024-thread CTA per row with top-k / top-p / min-p (with kUseCandidates:
-//    only the rows the candidates could not settle, a grid-stride loop). The row is held in
+//    warp per block; each warp writes its block record (maximum, sums) and candidate list
+//    (columns at or above a threshold from the lane maxima). Then cand_finish_kernel, one warp per
+//    row, selects top-k / top-p / min-p on the merged lists when they provably hold the kept set
+//    (see finish_filtered), else hands the row to filter_kernel. (P.direct_filter, off by default:
+//    no lists, filter_kernel takes every filtered row.)
+//  * filter_kernel: one 1024-thread CTA per row with top-k / top-p / min-p (with the candidate
+//    lists: only the rows they could not settle, a grid-stride loop). The row is held in
 //    shared memory as fp32 when it fits, else re-read (L2 / HBM) per pass. Thresholds are found by
 //    radix select over order-preserving keys (3 digit passes, 11/11/10 bits) with counts (top-k)
 //    or 64-bit fixed-point masses (top-p); ties at the boundary are resolved by a radix select on
@@ -119,6 +122,8 @@ struct SampleParams {
   // the warps done.
   int fuse_finish;
   int block_approx;  // finish_plain_warp: block scores pre-selected in fp32
+  int direct_filter;  // filtered rows: filter_kernel, a CTA per row (no candidate lists)
+  int pass_top2;      // row_pass_kernel records each block's first argmax and runner-up
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -590,12 +595,7 @@ constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point masses (e 
 #define DDS_SAMPLE_CANDIDATES 1
 #endif
 constexpr bool kUseCandidates = DDS_SAMPLE_CANDIDATES != 0;
-// Candidates: the last warp of a row finishes it inside row_pass_kernel (a fence and a counter
-// atomic per block), or cand_finish_kernel does, one warp per row, after the pass (no counters).
-#ifndef DDS_SAMPLE_CAND_FUSED_FINISH
-#define DDS_SAMPLE_CAND_FUSED_FINISH 0
-#endif
-constexpr bool kCandFusedFinish = DDS_SAMPLE_CAND_FUSED_FINISH != 0;
+// Candidates: cand_finish_kernel finishes each row, one warp per row, after the pass.
 constexpr int kWBins = 256;
 
 // The smallest float x with exp((double)x - md) >= minp (docs §3 min-p as a value threshold).
@@ -775,7 +775,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   for (int b = lane; b < nb; b += 32) {
     const float m1 = __ldcg(&recs[b].maxl);
     if (m1 == neg_inf()) continue;
-    Top2 o{m1, b, neg_inf()};
+    Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b, P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
     t = top2_merge(t, o);
     Ul = fmaxf(Ul, __ldcg(&recs[b].ea));
   }
@@ -785,7 +785,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     if (lane == 0) write_empty(P, row);
     return;
   }
-  {
+  if (!P.pass_top2) {
     const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
     t.i1 = tb.i1;
     t.m2 = fmaxf(t.m2, tb.m2);
@@ -1121,9 +1121,8 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
-  const bool filt = is_filtered(q, P.V);
   // Unfiltered rows belong to plain_pass_kernel / plain_finish_*_kernel.
-  if (!filt || !kUseCandidates) return;
+  if (!is_filtered(q, P.V) || !kUseCandidates) return;
   // Per warp: its block's values while writing the list, then the finish's radix bins.
   __shared__ __align__(16) float s_stage[kRowWarps][kB];
   const int wid = threadIdx.x >> 5;
@@ -1152,195 +1151,122 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   rec.amax = INT_MAX;
   rec.sa = rec.ea = rec.sl = rec.el = 0.f;
   rec.pad = 0;
-  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-  if (filt) {
-    if (M != neg_inf()) {
-      // Candidate list: every column with l >= tau; tau from the lane maxima (see finish_filtered).
-      const int L = P.cand_cap;
-      int2* lst = P.cand + ((long long)row * P.nblocks + blk) * L;
-      int lvl = P.cand_lvl0;
-      // Rows of <= 2 blocks keep every finite column, except small top-k: the columns at or
-      // above the smallest lane maximum (~120 of 1024 on Gaussian rows) settle it.
-      if (lvl < 0 && q.k > 0 && q.k <= 64) lvl = 0;
-      float tau;
-      int n, base;
-      unsigned msk;
-      for (;;) {
-        if (lvl < 0) {
-          tau = -FLT_MAX;
-        } else {
-          float h = m1;
-          for (int o = 1; o < (1 << lvl); o <<= 1) h = fmaxf(h, __shfl_xor_sync(0xffffffffu, h, o));
-          tau = fmaxf(-warp_max(-h), -FLT_MAX);
-        }
-        msk = 0u;
-        if (m1 >= tau) {
+  if (P.pass_top2 && M != neg_inf()) {
+    // Small grids (latency-bound): the block's runner-up (multiset) and first column of M here,
+    // which saves the finish its re-read of the maximum's block. Exact either way.
+    float b1 = neg_inf(), b2 = neg_inf();
 #pragma unroll
-          for (int e = 0; e < 32; ++e) msk |= (lv[e] >= tau) ? (1u << e) : 0u;
-        }
-        const int cnt = __popc(msk);
-        int incl = cnt;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int v = __shfl_up_sync(0xffffffffu, incl, o);
-          if (lane >= o) incl += v;
-        }
-        n = __shfl_sync(0xffffffffu, incl, 31);
-        base = incl - cnt;
-        if (n <= L || lvl >= 5) break;
-        ++lvl;
-      }
-      if (n > L) {  // ties at the block maximum beyond the capacity: no list, bound l <= M
-        n = 0;
-        msk = 0u;
-        tau = (M == FLT_MAX) ? -neg_inf() : nextafterf(M, FLT_MAX);
-      }
-      // Write the list: the lane's values staged in shared memory (no dynamic register indexing).
-      if (msk) {
-        constexpr int VEC = Elt<DT>::VEC;
-        float4* st = reinterpret_cast<float4*>(s_stage[wid]);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          st[j * 32 + lane] = make_float4(lv[4 * j], lv[4 * j + 1], lv[4 * j + 2], lv[4 * j + 3]);
-        do {
-          const int e = __ffs(msk) - 1;
-          msk &= msk - 1u;
-          const int col = blk * kB + (e / VEC) * 32 * VEC + lane * VEC + (e % VEC);
-          const float v = s_stage[wid][(e >> 2) * 128 + lane * 4 + (e & 3)];
-          lst[base++] = make_int2(col, __float_as_int(v));
-        } while (msk);
-      }
-      rec.ea = tau;
-      rec.pad = n;
-      // Top-p without top-k: the mass outside the list (Z1 of the finish).
-      if (q.p < 1.f && q.p > 0.f && !(q.k > 0 && q.k < P.V)) {
-        const float ma = xform(M, q.invT);
-        const float invT = q.invT;
-        float s = 0.f;
-        if (invT == 1.f) {
-#pragma unroll
-          for (int e = 0; e < 32; ++e) {
-            const float x = ex2((lv[e] - ma) * kLog2e);
-            s += (lv[e] < tau) ? x : 0.f;
-          }
-        } else {
-#pragma unroll
-          for (int e = 0; e < 32; ++e) {
-            const float x = ex2((xform(lv[e], invT) - ma) * kLog2e);
-            s += (lv[e] < tau) ? x : 0.f;
-          }
-        }
-        rec.sa = warp_sum(s);
-      }
-      if (P.want_stats && P.stats_guided) {
-        float s = 0.f, en = 0.f;
-#pragma unroll
-        for (int e = 0; e < 32; ++e) {
-          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
-          const float x = ex2(d);
-          s += x;
-          en = fmaf(x, d, en);
-        }
-        rec.sl = warp_sum(s);
-        rec.el = warp_sum(en) * kLn2;
-      }
+    for (int e = 0; e < 32; ++e) {
+      b2 = fmaxf(b2, fminf(b1, lv[e]));
+      b1 = fmaxf(b1, lv[e]);
     }
-  } else if (M != neg_inf()) {
-    const bool want_e = P.want_stats && !P.stats_guided;
-    if (!q.greedy && q.invT == 1.f) {
-      // a == l: one exp pass serves sampling and both statistics modes.
-      float s = 0.f, en = 0.f;
-      if (want_e || P.stats_guided) {
+    int am = INT_MAX;
+    if (b1 == M) {
+#pragma unroll
+      for (int e = 31; e >= 0; --e)
+        if (lv[e] == M) am = col_of<DT>(blk, lane, e);
+    }
+    const Top2 tb = warp_top2(Top2{b1, am, b2});
+    rec.second = tb.m2;
+    rec.amax = tb.i1;
+  }
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  if (M != neg_inf()) {
+    // Candidate list: every column with l >= tau; tau from the lane maxima (see finish_filtered).
+    const int L = P.cand_cap;
+    int2* lst = P.cand + ((long long)row * P.nblocks + blk) * L;
+    int lvl = P.cand_lvl0;
+    // Rows of <= 2 blocks keep every finite column, except small top-k: the columns at or
+    // above the smallest lane maximum (~120 of 1024 on Gaussian rows) settle it.
+    if (lvl < 0 && q.k > 0 && q.k <= 64) lvl = 0;
+    float tau;
+    int n, base;
+    unsigned msk;
+    for (;;) {
+      if (lvl < 0) {
+        tau = -FLT_MAX;
+      } else {
+        float h = m1;
+        for (int o = 1; o < (1 << lvl); o <<= 1) h = fmaxf(h, __shfl_xor_sync(0xffffffffu, h, o));
+        tau = fmaxf(-warp_max(-h), -FLT_MAX);
+      }
+      msk = 0u;
+      if (m1 >= tau) {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) msk |= (lv[e] >= tau) ? (1u << e) : 0u;
+      }
+      const int cnt = __popc(msk);
+      int incl = cnt;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
+      }
+      n = __shfl_sync(0xffffffffu, incl, 31);
+      base = incl - cnt;
+      if (n <= L || lvl >= 5) break;
+      ++lvl;
+    }
+    if (n > L) {  // ties at the block maximum beyond the capacity: no list, bound l <= M
+      n = 0;
+      msk = 0u;
+      tau = (M == FLT_MAX) ? -neg_inf() : nextafterf(M, FLT_MAX);
+    }
+    // Write the list: the lane's values staged in shared memory (no dynamic register indexing).
+    if (msk) {
+      constexpr int VEC = Elt<DT>::VEC;
+      float4* st = reinterpret_cast<float4*>(s_stage[wid]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        st[j * 32 + lane] = make_float4(lv[4 * j], lv[4 * j + 1], lv[4 * j + 2], lv[4 * j + 3]);
+      do {
+        const int e = __ffs(msk) - 1;
+        msk &= msk - 1u;
+        const int col = blk * kB + (e / VEC) * 32 * VEC + lane * VEC + (e % VEC);
+        const float v = s_stage[wid][(e >> 2) * 128 + lane * 4 + (e & 3)];
+        lst[base++] = make_int2(col, __float_as_int(v));
+      } while (msk);
+    }
+    rec.ea = tau;
+    rec.pad = n;
+    // Top-p without top-k: the mass outside the list (Z1 of the finish).
+    if (q.p < 1.f && q.p > 0.f && !(q.k > 0 && q.k < P.V)) {
+      const float ma = xform(M, q.invT);
+      const float invT = q.invT;
+      float s = 0.f;
+      if (invT == 1.f) {
 #pragma unroll
         for (int e = 0; e < 32; ++e) {
-          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
-          const float x = ex2(d);
-          s += x;
-          en = fmaf(x, d, en);
+          const float x = ex2((lv[e] - ma) * kLog2e);
+          s += (lv[e] < tau) ? x : 0.f;
         }
-        en = warp_sum(en) * kLn2;
       } else {
 #pragma unroll
-        for (int e = 0; e < 32; ++e) s += ex2((lv[e] - M) * kLog2e);
-      }
-      s = warp_sum(s);
-      rec.sa = s;
-      rec.ea = en;
-      rec.sl = s;
-      rec.el = en;
-    } else {
-      if (!q.greedy) {
-        const float ma = xform(M, q.invT);
-        const float invT = q.invT;
-        float s = 0.f, en = 0.f;
-        if (want_e) {
-#pragma unroll
-          for (int e = 0; e < 32; ++e) {
-            const float d = fmaxf((xform(lv[e], invT) - ma) * kLog2e, -1000.f);
-            const float x = ex2(d);
-            s += x;
-            en = fmaf(x, d, en);
-          }
-          rec.ea = warp_sum(en) * kLn2;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 32; ++e) s += ex2((xform(lv[e], invT) - ma) * kLog2e);
-        }
-        rec.sa = warp_sum(s);
-      }
-      if (P.want_stats && P.stats_guided) {
-        float s = 0.f, en = 0.f;
-#pragma unroll
         for (int e = 0; e < 32; ++e) {
-          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
-          const float x = ex2(d);
-          s += x;
-          en = fmaf(x, d, en);
+          const float x = ex2((xform(lv[e], invT) - ma) * kLog2e);
+          s += (lv[e] < tau) ? x : 0.f;
         }
-        rec.sl = warp_sum(s);
-        rec.el = warp_sum(en) * kLn2;
       }
+      rec.sa = warp_sum(s);
     }
-  }
-  if (!kCandFusedFinish) {  // cand_finish_kernel finishes the row after this kernel
-    if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
-    return;
-  }
-  int last = 0;
-  if (P.nblocks == 1) {
-    last = 1;
-    if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
-    __syncwarp();
-    if (filt) __threadfence();
-  } else {
-    if (filt) {
-      __threadfence();  // every lane's list entries before the counter
-      __syncwarp();
-    }
-    if (lane == 0) {
-      P.recs[(long long)row * P.nblocks + blk] = rec;
-      __threadfence();
-      const int old = atomicAdd(P.counters + row, 1);
-      last = (old == P.nblocks - 1);
-      if (last) {
-        P.counters[row] = 0;
-        __threadfence();
+    if (P.want_stats && P.stats_guided) {
+      float s = 0.f, en = 0.f;
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
+        const float x = ex2(d);
+        s += x;
+        en = fmaf(x, d, en);
       }
+      rec.sl = warp_sum(s);
+      rec.el = warp_sum(en) * kLn2;
     }
-    last = __shfl_sync(0xffffffffu, last, 0);
   }
-  if (!last) return;
-  // The request's parameters again (fewer registers live across the block pass).
-  Req qf = load_req(P, r);
-  if (row < qf.row_begin || row >= qf.row_end) qf.guided = false;
-  // (only filtered rows reach here: unfiltered ones returned at the top)
-  __threadfence();
-  __syncwarp();
-  finish_filtered<DT>(P, qf, row, lane, reinterpret_cast<unsigned*>(s_stage[wid]),
-                      reinterpret_cast<unsigned long long*>(s_stage[wid] + kWBins));
+  // cand_finish_kernel finishes the row after this kernel.
+  if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
 }
 
-// Filtered rows after row_pass_kernel (kCandFusedFinish off): one warp per row merges the
+// Filtered rows after row_pass_kernel: one warp per row merges the
 // candidate lists and samples (finish_filtered).
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __grid_constant__ SampleParams P) {
@@ -2649,7 +2575,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 template <int DT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  if (kUseCandidates) {
+  if (kUseCandidates && !P.direct_filter) {
     const int n = min((int)*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
       const int row = __ldcg(P.fb_rows + i);
@@ -2815,17 +2741,16 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     else
       plain_finish_kernel<DT><<<(unsigned)P.num_rows, kRowWarps * 32, 0, s>>>(P);
   }
-  if (run_filter && kUseCandidates) {  // filtered rows: candidates from the streaming pass
+  if (run_filter && kUseCandidates && !P.direct_filter) {  // filtered rows: candidates from the streaming pass
     const long long warps = (long long)P.num_rows * P.nblocks;
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
     row_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
-    if (!kCandFusedFinish)
-      cand_finish_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);
+    cand_finish_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);
   }
   if (run_filter) {
     P.smem_row = P.V <= kSmemRowMax;
     int grid = P.num_rows;
-    if (kUseCandidates) {  // fallback rows only: a grid-stride loop over the list
+    if (kUseCandidates && !P.direct_filter) {  // fallback rows only: a grid-stride loop over the list
       const int cap = 2 * (num_sms > 0 ? num_sms : 132);
       if (grid > cap) grid = cap;
     }

@@ -138,12 +138,30 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
     return e && *e ? std::atoi(e) : 1;
   }();
   P.block_approx = approx_env;
+  static const int direct_env = [] {
+    const char* e = std::getenv("DDS_SAMPLE_DIRECT_FILTER");
+    return e && *e ? std::atoi(e) : -1;
+  }();
+  // DDS_SAMPLE_DIRECT_FILTER=1 sends every filtered row straight to filter_kernel, a CTA per
+  // row, without the candidate lists. Faster on small problems (device A/B 2026-11-29 16:23 UTC,
+  // f32: 64 x 1025 top-p 150 -> 50 us, min-p 80 -> 22 us, 64 x 32000 top-k 142 -> 74 us; from
+  // 256 rows the lists win: 1024 x 1025 top-k 61 us with lists, 293 us direct), but not the
+  // default: choosing it by the batch's row count would make a request's statistics (logprob,
+  // entropy: the two paths sum in different orders) depend on the batch it rides in, which
+  // breaks batch invariance (tests/gpu/test_gpu_sample.cu, "batch invariance").
+  P.direct_filter = direct_env > 0 ? 1 : 0;
+  // Small grids (<= 4096 row blocks) are latency-bound: the filtered row pass then also records
+  // each block's first argmax and runner-up, sparing the finish a dependent re-read of the
+  // maximum's block; large grids are ALU-bound and skip that work (device A/B 2026-11-29: top-k
+  // 50 4096 x 262144 bf16 1631 -> 1247 us without it; 256 x 1025 top-k 51.6 -> 57.8 us). Exact
+  // either way (max / min only), so batch invariance holds.
+  P.pass_top2 = (long long)a.num_rows * P.nblocks <= 4096 ? 1 : 0;
   if (P.fuse_finish && wpr > 1) {
     const cudaError_t me = cudaMemsetAsync(ws + w.counters, 0, (size_t)a.num_rows * sizeof(int), stream);
     if (me != cudaSuccess)
       return fail(DDS_ERR_CUDA, "dds_sample: cudaMemsetAsync failed: %s", cudaGetErrorString(me));
   }
-  if (ksample::kUseCandidates && run_filter) {
+  if (ksample::kUseCandidates && run_filter && !P.direct_filter) {
     const cudaError_t me = cudaMemsetAsync(ws + w.fb, 0, 2 * sizeof(int), stream);
     if (me != cudaSuccess)
       return fail(DDS_ERR_CUDA, "dds_sample: cudaMemsetAsync failed: %s", cudaGetErrorString(me));
