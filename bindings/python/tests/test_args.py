@@ -154,3 +154,18 @@ def test_debug_mode_checks_arrays_on_host(x):
 def test_bad_stash_arguments(s, x, kw, exc, name):
     with pytest.raises(exc, match=name):
         s.stash_logprobs(x, **kw)
+
+
+def test_sample_and_sample_args_signatures_agree():
+    """Sampler.sample forwards its keywords to Sampler._sample_args as they are: the two
+    keyword lists (names, order, defaults) must stay identical."""
+    import inspect
+
+    def keywords(f, skip):
+        return [(p.name, p.default) for p in inspect.signature(f).parameters.values()
+                if p.name not in skip]
+
+    pub = keywords(dds.Sampler.sample, {"self", "logits"})
+    priv = keywords(dds.Sampler._sample_args, {"self", "shard_cols", "logits"})
+    assert pub == priv
+    assert len(pub) >= 25

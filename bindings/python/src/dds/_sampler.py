@@ -301,19 +301,12 @@ class Sampler:
         entropy, probs, request_status); an out_* array given is written in place and
         returned. The result is a SampleResult with None for outputs not asked for.
         """
+        # Every keyword as given (the keyword list and defaults of _sample_args are the same:
+        # tests/test_args.py checks that the two signatures agree).
+        kw = dict(locals())
+        del kw["self"], kw["logits"]
         h = self._live()
-        a, res, ctx = self._sample_args(None, logits, row_offsets=row_offsets, positions=positions,
-                                        uncond_logits=uncond_logits,
-                                        uncond_row_offsets=uncond_row_offsets,
-                                        guidance_scale=guidance_scale, temperature=temperature,
-                                        top_k=top_k, top_p=top_p, min_p=min_p, seed=seed,
-                                        step=step, banned_token=banned_token, stats=stats,
-                                        outputs=outputs, dtype=dtype, probs_dtype=probs_dtype,
-                                        out_tokens=out_tokens, out_logprobs=out_logprobs,
-                                        out_argmax=out_argmax, out_confidence=out_confidence,
-                                        out_margin=out_margin, out_entropy=out_entropy,
-                                        out_probs=out_probs, out_request_status=out_request_status,
-                                        stream=stream)
+        a, res, ctx = self._sample_args(None, logits, **kw)
         with self._lock:
             if self._handle is None:
                 raise _dds.Error("dds.Sampler: the sampler is closed")
