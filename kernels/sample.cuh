@@ -40,9 +40,12 @@
 
 #include "dtype.h"
 #include "rng.h"
+#include "warp.cuh"
 
 namespace dds {
 namespace ksample {
+
+using namespace kwarp;  // Top2, warp reductions, argmax_merge, approx_gumbel (kernels/warp.cuh)
 
 constexpr int kB = kBlockSize;  // 1024
 constexpr int kRowWarps = 8;    // warps per CTA of row_pass_kernel
@@ -432,18 +435,6 @@ __device__ __forceinline__ float load_l(const SampleParams& P, const Req& q, int
   return make_l(c, u, q.guided, q.g, col, P.banned);
 }
 
-// Float approximation of bits_to_gumbel (|error| < 5e-5 for every input), used to pre-select
-// the few tokens whose exact float64 score must be computed.
-__device__ __forceinline__ float approx_gumbel(uint64_t bits) {
-  const uint64_t k = (bits >> 11) | 1ull;
-  const float u = __ull2float_rn(k) * 0x1p-53f;
-  float E;
-  if (u < 1e-3f) E = u * (1.f + u * (0.5f + u * (0.33333334f + u * 0.25f)));
-  else E = -__logf(__ull2float_rn((1ull << 53) - k) * 0x1p-53f);
-  return -__logf(E);
-}
-// Margin that keeps every token whose exact score can reach the approximate maximum.
-__device__ __forceinline__ float approx_margin(float best) { return 2e-4f + 5e-7f * fabsf(best); }
 
 template <int DT>
 __device__ __forceinline__ int col_of(int blk, int lane, int i) {
@@ -453,74 +444,10 @@ __device__ __forceinline__ int col_of(int blk, int lane, int i) {
 
 // ------------------------------------------------------------------------------------------------
 // Reductions
-struct Top2 {
-  float m1;
-  int i1;
-  float m2;
-};
-__device__ __forceinline__ Top2 top2_merge(Top2 a, Top2 b) {
-  Top2 r;
-  if (a.m1 > b.m1) {
-    r.m1 = a.m1; r.i1 = a.i1; r.m2 = fmaxf(a.m2, b.m1);
-  } else if (b.m1 > a.m1) {
-    r.m1 = b.m1; r.i1 = b.i1; r.m2 = fmaxf(b.m2, a.m1);
-  } else {  // equal maxima (both may be -inf)
-    r.m1 = a.m1;
-    r.i1 = min(a.i1, b.i1);
-    r.m2 = (a.i1 < INT_MAX && b.i1 < INT_MAX) ? a.m1 : fmaxf(a.m2, b.m2);
-  }
-  return r;
-}
-__device__ __forceinline__ Top2 warp_top2(Top2 v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    Top2 w;
-    w.m1 = __shfl_xor_sync(0xffffffffu, v.m1, o);
-    w.i1 = __shfl_xor_sync(0xffffffffu, v.i1, o);
-    w.m2 = __shfl_xor_sync(0xffffffffu, v.m2, o);
-    v = top2_merge(v, w);
-  }
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ double warp_sumd(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 __device__ __forceinline__ float warp_max_nan(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmax_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
-}
-__device__ __forceinline__ int warp_sumi(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-// argmax of (value desc, id asc); id INT_MAX = none.
-__device__ __forceinline__ void argmax_merge(double& v, int& i, double v2, int i2) {
-  if (i2 != INT_MAX && (i == INT_MAX || v2 > v || (v2 == v && i2 < i))) {
-    v = v2;
-    i = i2;
-  }
-}
-__device__ __forceinline__ void warp_argmax(double& v, int& i) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const double v2 = __shfl_xor_sync(0xffffffffu, v, o);
-    const int i2 = __shfl_xor_sync(0xffffffffu, i, o);
-    argmax_merge(v, i, v2, i2);
-  }
 }
 
 __device__ __forceinline__ float fexp(float d) { return exp2f(d * 1.4426950408889634f); }
@@ -734,6 +661,37 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
   r.above_mass = above_mass;
   r.eq_cnt = eqc_last;
   return r;
+}
+
+// One block's terms of an unfiltered row's sums (statistics: Za, Ea over a; Zl, El over l for
+// guided statistics), relative to the row maxima Ma / Ml. Both finishes (the warp per row and the
+// CTA per row's warp 0) add them in the same order, b = lane, lane + 32, ..., with explicit fma,
+// and reduce with warp_sumd: a row's statistics do not depend on which finish ran (the choice
+// follows the batch's row count). Returns the block's a-maximum (-inf: no finite column).
+__device__ __forceinline__ float add_block_terms(const BlockRec* recs, int b, bool need_a,
+                                                 bool stats_guided, float invT, float Ma, float Ml,
+                                                 double& Za, double& Ea, double& Zl, double& El) {
+  const float m1 = __ldcg(&recs[b].maxl);
+  if (m1 == neg_inf()) return neg_inf();
+  float ma = 0.f;
+  if (need_a) {
+    ma = xform(m1, invT);
+    const double sa = (double)__ldcg(&recs[b].sa);
+    const double ea = (double)__ldcg(&recs[b].ea);
+    const double dm = (double)ma - (double)Ma;
+    const double w = exp(dm);
+    Za = fma(sa, w, Za);
+    Ea = fma(w, fma(dm, sa, ea), Ea);
+  }
+  if (stats_guided) {
+    const double sl = (double)__ldcg(&recs[b].sl);
+    const double el = (double)__ldcg(&recs[b].el);
+    const double dm = (double)m1 - (double)Ml;
+    const double w = exp(dm);
+    Zl = fma(sl, w, Zl);
+    El = fma(w, fma(dm, sl, el), El);
+  }
+  return ma;
 }
 
 // Re-reads block `blk` of the row (L2 or HBM, 1024 columns): the first column holding M (the row
@@ -1357,7 +1315,6 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
 // 1024 columns spread over the CTA (approximate Gumbels, exact float64 for the candidates).
 struct FinSmem {
   Top2 t[kRowWarps];
-  double d[kRowWarps][4];
   double bv[kRowWarps];
   int bi[kRowWarps];
   float f[kRowWarps];
@@ -1420,56 +1377,45 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
   const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
   const int i = row - q.row_begin;
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
-  // Sums relative to the global maxima, block scores.
+  // Sums relative to the global maxima: warp 0, in the warp finish's order (add_block_terms);
+  // block scores: every thread.
   double Za = 0, Ea = 0, Zl = 0, El = 0;
+  if (wid == 0) {
+    for (int b = lane; b < nb; b += 32)
+      add_block_terms(recs, b, need_a, P.stats_guided != 0, q.invT, Ma, Ml, Za, Ea, Zl, El);
+    Za = warp_sumd(Za);
+    Ea = warp_sumd(Ea);
+    Zl = warp_sumd(Zl);
+    El = warp_sumd(El);
+    if (lane == 0) {
+      sm.Z[0] = Za;
+      sm.Z[1] = Ea;
+      sm.Z[2] = Zl;
+      sm.Z[3] = El;
+    }
+  }
   double best = 0;
   int bbest = INT_MAX;
-  for (int b = tid; b < nb; b += NT) {
-    const float m1 = __ldcg(&recs[b].maxl);
-    if (m1 == neg_inf()) continue;
-    if (need_a) {
+  if (need_a) {
+    for (int b = tid; b < nb; b += NT) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      if (m1 == neg_inf()) continue;
       const float ma = xform(m1, q.invT);
       const double sa = (double)__ldcg(&recs[b].sa);
-      const double ea = (double)__ldcg(&recs[b].ea);
-      const double dm = (double)ma - (double)Ma;
-      const double w = exp(dm);
-      Za += sa * w;
-      Ea += w * (ea + dm * sa);
       const double score = ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
       argmax_merge(best, bbest, score, b);
     }
-    if (P.stats_guided) {
-      const double sl = (double)__ldcg(&recs[b].sl);
-      const double el = (double)__ldcg(&recs[b].el);
-      const double dm = (double)m1 - (double)Ml;
-      const double w = exp(dm);
-      Zl += sl * w;
-      El += w * (el + dm * sl);
-    }
   }
-  Za = warp_sumd(Za);
-  Ea = warp_sumd(Ea);
-  Zl = warp_sumd(Zl);
-  El = warp_sumd(El);
   warp_argmax(best, bbest);
   if (lane == 0) {
-    sm.d[wid][0] = Za;
-    sm.d[wid][1] = Ea;
-    sm.d[wid][2] = Zl;
-    sm.d[wid][3] = El;
     sm.bv[wid] = best;
     sm.bi[wid] = bbest;
   }
   __syncthreads();
   if (tid == 0) {
-    double z[4] = {0, 0, 0, 0};
     double bv = 0;
     int bi = INT_MAX;
-    for (int w = 0; w < kRowWarps; ++w) {  // fixed order: deterministic sums
-      for (int k = 0; k < 4; ++k) z[k] += sm.d[w][k];
-      argmax_merge(bv, bi, sm.bv[w], sm.bi[w]);
-    }
-    for (int k = 0; k < 4; ++k) sm.Z[k] = z[k];
+    for (int w = 0; w < kRowWarps; ++w) argmax_merge(bv, bi, sm.bv[w], sm.bi[w]);
     sm.best = bv;
     sm.bbest = bi;
   }
@@ -1573,27 +1519,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
   int bbest = INT_MAX;
   // One block's sums; returns its a-maximum ma (-inf: no finite column).
   auto block_sum = [&](int b) -> float {
-    const float m1 = __ldcg(&recs[b].maxl);
-    if (m1 == neg_inf()) return neg_inf();
-    float ma = 0.f;
-    if (need_a) {
-      ma = xform(m1, q.invT);
-      const double sa = (double)__ldcg(&recs[b].sa);
-      const double ea = (double)__ldcg(&recs[b].ea);
-      const double dm = (double)ma - (double)Ma;
-      const double w = exp(dm);
-      Za += sa * w;
-      Ea += w * (ea + dm * sa);
-    }
-    if (P.stats_guided) {
-      const double sl = (double)__ldcg(&recs[b].sl);
-      const double el = (double)__ldcg(&recs[b].el);
-      const double dm = (double)m1 - (double)Ml;
-      const double w = exp(dm);
-      Zl += sl * w;
-      El += w * (el + dm * sl);
-    }
-    return ma;
+    return add_block_terms(recs, b, need_a, P.stats_guided != 0, q.invT, Ma, Ml, Za, Ea, Zl, El);
   };
   auto exact_score = [&](int b, float ma) {
     const double sa = (double)__ldcg(&recs[b].sa);

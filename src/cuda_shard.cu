@@ -32,6 +32,7 @@
 #include "cuda_internal.h"
 #include "internal.h"
 #include "shard.cuh"
+#include "warp.cuh"
 
 namespace dds {
 namespace {
@@ -114,88 +115,15 @@ __device__ __forceinline__ float ex2(float x) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Warp reductions
-struct Top2 {
-  float m1;
-  int i1;
-  float m2;
-};
-__device__ __forceinline__ Top2 top2_merge(Top2 a, Top2 b) {
-  Top2 r;
-  if (a.m1 > b.m1) {
-    r.m1 = a.m1; r.i1 = a.i1; r.m2 = fmaxf(a.m2, b.m1);
-  } else if (b.m1 > a.m1) {
-    r.m1 = b.m1; r.i1 = b.i1; r.m2 = fmaxf(b.m2, a.m1);
-  } else {
-    r.m1 = a.m1;
-    r.i1 = min(a.i1, b.i1);
-    r.m2 = (a.i1 < INT_MAX && b.i1 < INT_MAX) ? a.m1 : fmaxf(a.m2, b.m2);
-  }
-  return r;
-}
-__device__ __forceinline__ Top2 warp_top2(Top2 v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    Top2 w;
-    w.m1 = __shfl_xor_sync(0xffffffffu, v.m1, o);
-    w.i1 = __shfl_xor_sync(0xffffffffu, v.i1, o);
-    w.m2 = __shfl_xor_sync(0xffffffffu, v.m2, o);
-    v = top2_merge(v, w);
-  }
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ double warp_sumd(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ int warp_sumi(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// Warp reductions, Top2, argmax_merge, approx_gumbel: kernels/warp.cuh (shared with
+// kernels/sample.cuh); warp_mini is this file's own.
+using namespace kwarp;
 __device__ __forceinline__ int warp_mini(int v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-// (value desc, id asc); id INT_MAX = none.
-__device__ __forceinline__ void argmax_merge(double& v, int& i, double v2, int i2) {
-  if (i2 != INT_MAX && (i == INT_MAX || v2 > v || (v2 == v && i2 < i))) {
-    v = v2;
-    i = i2;
-  }
-}
-__device__ __forceinline__ void warp_argmax(double& v, int& i) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const double v2 = __shfl_xor_sync(0xffffffffu, v, o);
-    const int i2 = __shfl_xor_sync(0xffffffffu, i, o);
-    argmax_merge(v, i, v2, i2);
-  }
-}
 
-// Float approximation of bits_to_gumbel (|error| < 5e-5), pre-selecting the few tokens whose exact
-// float64 score is computed (the same as kernels/sample.cuh).
-__device__ __forceinline__ float approx_gumbel(uint64_t bits) {
-  const uint64_t k = (bits >> 11) | 1ull;
-  const float u = __ull2float_rn(k) * 0x1p-53f;
-  float E;
-  if (u < 1e-3f) E = u * (1.f + u * (0.5f + u * (0.33333334f + u * 0.25f)));
-  else E = -__logf(__ull2float_rn((1ull << 53) - k) * 0x1p-53f);
-  return -__logf(E);
-}
-__device__ __forceinline__ float approx_margin(float best) { return 2e-4f + 5e-7f * fabsf(best); }
 
 // ------------------------------------------------------------------------------------------------
 // Per-row context (shared memory), set up by thread 0.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cpu/test_util.h"
@@ -608,9 +609,15 @@ TEST_CASE("statistics: rare tail on the GPU (V = 262144, ~30 expected hits in 40
 }
 
 TEST_CASE("batch invariance: a request alone and inside a large mixed batch") {
-  const int32_t V = 32001;
-  Problem big = make_problem(V, 200, DDS_DTYPE_BF16, 9090, 0, true, DDS_STATS_PROCESSED, false, 0);
-  dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, 200, big.R);
+  // 200 rows: the same kernels alone and in the batch. 1100 rows of 40 blocks: the batch's
+  // unfiltered rows are finished by a warp per row, a request alone by a CTA per row (both add
+  // the block terms in the same order: identical statistics, not only tokens).
+  const std::pair<int32_t, int32_t> shapes[] = {{32001, 200}, {40000, 1100}};
+  for (const auto& shape : shapes) {
+  const int32_t V = shape.first, rows = shape.second;
+  CAPTURE(V);
+  Problem big = make_problem(V, rows, DDS_DTYPE_BF16, 9090, 0, true, DDS_STATS_PROCESSED, false, 0);
+  dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, big.R);
   const Results rb = run(gpu, big, true);
   int checked = 0;
   for (int32_t r : {0, 2, 3, 4, 6, 12, 16, 17}) {
@@ -642,6 +649,7 @@ TEST_CASE("batch invariance: a request alone and inside a large mixed batch") {
   }
   CHECK(checked > 8);
   dds_destroy(gpu);
+  }
 }
 
 TEST_CASE("graph capture: replay with new seeds, steps and temperatures in device arrays") {
