@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Host emulation of kernels/sample.cuh (the CUDA dds_sample kernels) against the CPU backend
+# (tests/emu/cuda_emu.h + cuda_emu_sample.h: a std::thread per CUDA thread, blocks one after
+# another). Checks the kernels' logic on a machine without a GPU (not races, not speed, not the
+# device libm: exp2f stands for ex2.approx; filter_kernel's in-CTA candidate list, which relies on
+# divergent __activemask() ballots, is switched off). Not part of CTest.
+# Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
+#        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
+#   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: comma list of fuse=0|1, top2=0|1,
+#   approx=0|1, direct=0|1 (default: src/cuda_sample.cu's rules).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
+out=$(mktemp -d)
+python3 - "$root/kernels/sample.cuh" "$out/sample_emu.cuh" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+# Keep the kernels and the host helpers the harness calls (plain_bpw, cand_cap_for,
+# cand_lvl0_for); drop the launchers (<<<>>>).
+cut = s.index("// Host side")
+i0 = s.index("inline int plain_bpw(")
+i1 = s.index("\n}\n", i0) + 3
+j0 = s.index("inline int cand_cap_for")
+j1 = s.index("}  // namespace ksample", j0)
+s = s[:cut] + s[i0:i1] + s[j0:j1] + "}  // namespace ksample\n}  // namespace dds\n#endif\n"
+for a, b in [("#include <cuda_fp16.h>\n", ""), ("#include <cuda_runtime.h>\n", ""),
+             ('asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));', "y = exp2f(x);"),
+             ("__half2float(__ushort_as_half(h))", "dds::f16_to_f32(h)"),
+             ("extern __shared__ __align__(16) unsigned char smem_raw[];",
+              "unsigned char* smem_raw = g_dynsmem;"),
+             ("__shared__ __align__(16) float s_stage", "alignas(16) static float s_stage"),
+             # The in-CTA candidate list of filter_kernel uses __activemask() ballots in divergent
+             # code, which the per-warp barriers of the emulation cannot model: emulated without it.
+             ("constexpr bool kFilterCtaList = true;", "constexpr bool kFilterCtaList = false;")]:
+    if a not in s:
+        sys.exit(f"run_sample.sh: pattern not found in kernels/sample.cuh: {a!r}")
+    s = s.replace(a, b)
+open(sys.argv[2], "w").write(s)
+PY
+g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" \
+    "$here/emu_sample.cpp" -o "$out/emu_sample" -L"$build" -ldds -Wl,-rpath,"$build"
+if [ $# -gt 1 ]; then
+  "$out/emu_sample" "${@:2}"
+  exit $?
+fi
+rc=0
+# V: 1 block + 1 column (the list is the row), 5 blocks, 40 blocks (two warps' worth of blocks);
+# both dtypes, both statistics modes; the modes flip every dispatch choice once.
+for c in "1025 40 0 0" "1025 40 1 1" "5000 40 0 0" "5000 40 1 0" "5000 40 0 1" "40000 20 1 0"; do
+  for m in default fuse=1 fuse=1,top2=1 top2=0,approx=0 direct=1; do
+    "$out/emu_sample" $c 1 "$m" 2>/dev/null | tail -1 || rc=1
+  done
+done
+echo "run_sample.sh: $([ $rc -eq 0 ] && echo 'all cases equal to the CPU' || echo 'MISMATCHES')"
+exit $rc
