@@ -407,16 +407,8 @@ DDS_API const char* dds_status_string(dds_status status_arg) {
 DDS_API const char* dds_last_error(void) { return dds::g_last_error.c_str(); }
 
 DDS_API dds_status dds_sampler_config_init(dds_sampler_config* config, size_t struct_size) {
-  dds::clear_error();
-  if (!config) return fail(DDS_ERR_NULL_POINTER, "dds_sampler_config_init: config is NULL");
-  if (struct_size < dds::kSamplerConfigV1Size)
-    return fail(DDS_ERR_STRUCT_SIZE,
-                "dds_sampler_config_init: struct_size (%zu) is smaller than "
-                "sizeof(dds_sampler_config) of version 1 (%zu)",
-                struct_size, dds::kSamplerConfigV1Size);
   dds_sampler_config c;
   std::memset(&c, 0, sizeof c);
-  c.struct_size = struct_size < sizeof c ? struct_size : sizeof c;
   c.backend = DDS_BACKEND_CPU;
   c.device = 0;
   c.vocab_size = 0;
@@ -424,20 +416,11 @@ DDS_API dds_status dds_sampler_config_init(dds_sampler_config* config, size_t st
   c.max_requests = 1024;
   c.max_stash_width = 20;
   c.flags = 0;
-  std::memset(config, 0, struct_size);
-  std::memcpy(config, &c, sizeof c < struct_size ? sizeof c : struct_size);
-  config->struct_size = struct_size;
-  return DDS_OK;
+  return dds::init_struct("dds_sampler_config_init", "config", config, struct_size, c,
+                          dds::kSamplerConfigV1Size);
 }
 
 DDS_API dds_status dds_sample_args_init(dds_sample_args* args, size_t struct_size) {
-  dds::clear_error();
-  if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_sample_args_init: args is NULL");
-  if (struct_size < dds::kSampleArgsV1Size)
-    return fail(DDS_ERR_STRUCT_SIZE,
-                "dds_sample_args_init: struct_size (%zu) is smaller than sizeof(dds_sample_args) "
-                "of version 1 (%zu)",
-                struct_size, dds::kSampleArgsV1Size);
   dds_sample_args a;
   std::memset(&a, 0, sizeof a);
   a.num_requests = 1;
@@ -453,20 +436,11 @@ DDS_API dds_status dds_sample_args_init(dds_sample_args* args, size_t struct_siz
   a.banned_token = -1;
   a.stats = DDS_STATS_PROCESSED;
   a.probs_dtype = DDS_DTYPE_F32;
-  std::memset(args, 0, struct_size);
-  std::memcpy(args, &a, sizeof a < struct_size ? sizeof a : struct_size);
-  args->struct_size = struct_size;
-  return DDS_OK;
+  return dds::init_struct("dds_sample_args_init", "args", args, struct_size, a,
+                          dds::kSampleArgsV1Size);
 }
 
 DDS_API dds_status dds_stash_args_init(dds_stash_args* args, size_t struct_size) {
-  dds::clear_error();
-  if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_stash_args_init: args is NULL");
-  if (struct_size < dds::kStashArgsV1Size)
-    return fail(DDS_ERR_STRUCT_SIZE,
-                "dds_stash_args_init: struct_size (%zu) is smaller than sizeof(dds_stash_args) of "
-                "version 1 (%zu)",
-                struct_size, dds::kStashArgsV1Size);
   dds_stash_args a;
   std::memset(&a, 0, sizeof a);
   a.num_requests = 1;
@@ -474,10 +448,8 @@ DDS_API dds_status dds_stash_args_init(dds_stash_args* args, size_t struct_size)
   a.temperature = 1.f;
   a.num_top = 20;
   a.logits_mode = 0;
-  std::memset(args, 0, struct_size);
-  std::memcpy(args, &a, sizeof a < struct_size ? sizeof a : struct_size);
-  args->struct_size = struct_size;
-  return DDS_OK;
+  return dds::init_struct("dds_stash_args_init", "args", args, struct_size, a,
+                          dds::kStashArgsV1Size);
 }
 
 DDS_API dds_status dds_create(const dds_sampler_config* config, dds_sampler** out) {

@@ -378,19 +378,6 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
                      {"request_status", a->request_status}});
 }
 
-template <typename T>
-dds_status init_struct(const char* fn, T* args, size_t struct_size, const T& defaults) {
-  clear_error();
-  if (!args) return fail(DDS_ERR_NULL_POINTER, "%s: args is NULL", fn);
-  if (struct_size < sizeof(T))
-    return fail(DDS_ERR_STRUCT_SIZE, "%s: struct_size (%zu) is smaller than version 1's (%zu)", fn,
-                struct_size, sizeof(T));
-  std::memset(args, 0, struct_size);
-  std::memcpy(args, &defaults, sizeof(T));
-  args->struct_size = struct_size;
-  return DDS_OK;
-}
-
 }  // namespace
 }  // namespace dds
 
@@ -408,7 +395,7 @@ DDS_API dds_status dds_reveal_args_init(dds_reveal_args* args, size_t struct_siz
   d.factor = 1.0f;
   d.mask_token = -1;
   d.eos_token = -1;
-  return dds::init_struct("dds_reveal_args_init", args, struct_size, d);
+  return dds::init_struct("dds_reveal_args_init", "args", args, struct_size, d);
 }
 
 DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_size) {
@@ -419,7 +406,7 @@ DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_siz
   d.temperature = 1.f;
   d.top_p = 1.f;
   d.banned_token = -1;
-  return dds::init_struct("dds_verify_args_init", args, struct_size, d);
+  return dds::init_struct("dds_verify_args_init", "args", args, struct_size, d);
 }
 
 DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args, dds_stream stream) {

@@ -8,6 +8,7 @@
 #include <new>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,24 @@ void clear_error();
 constexpr size_t kSamplerConfigV1Size = sizeof(dds_sampler_config);
 constexpr size_t kSampleArgsV1Size = sizeof(dds_sample_args);
 constexpr size_t kStashArgsV1Size = sizeof(dds_stash_args);
+
+// The body of every dds_*_init(out, struct_size): checks, then zeroes the caller's struct_size
+// bytes, copies the defaults of the fields this build knows and sets struct_size. `name`: the
+// pointer argument's name in messages; v1_size: the smallest struct_size accepted.
+template <typename T>
+dds_status init_struct(const char* fn, const char* name, T* out, size_t struct_size,
+                       const T& defaults, size_t v1_size = sizeof(T)) {
+  clear_error();
+  if (!out) return fail(DDS_ERR_NULL_POINTER, "%s: %s is NULL", fn, name);
+  if (struct_size < v1_size)
+    return fail(DDS_ERR_STRUCT_SIZE,
+                "%s: struct_size (%zu) is smaller than the size of the struct's version 1 (%zu)",
+                fn, struct_size, v1_size);
+  std::memset(out, 0, struct_size);
+  std::memcpy(out, &defaults, sizeof(T) < struct_size ? sizeof(T) : struct_size);
+  out->struct_size = struct_size;
+  return DDS_OK;
+}
 
 inline size_t dtype_size(int32_t dtype) {
   return dtype == DDS_DTYPE_F32 ? 4 : 2;

@@ -416,22 +416,15 @@ using dds::fail;
 extern "C" {
 
 DDS_API dds_status dds_shard_args_init(dds_shard_args* shard, size_t struct_size) {
-  dds::clear_error();
-  if (!shard) return fail(DDS_ERR_NULL_POINTER, "dds_shard_args_init: shard is NULL");
-  if (struct_size < sizeof(dds_shard_args))
-    return fail(DDS_ERR_STRUCT_SIZE,
-                "dds_shard_args_init: struct_size (%zu) is smaller than sizeof(dds_shard_args) of "
-                "version 1 (%zu)",
-                struct_size, sizeof(dds_shard_args));
-  std::memset(shard, 0, struct_size);
-  shard->struct_size = struct_size;
-  shard->rank = 0;
-  shard->world_size = 1;
-  shard->vocab_offset = 0;
-  shard->vocab_slice = 0;
-  shard->max_top_k = 64;
-  shard->round = 0;
-  return DDS_OK;
+  dds_shard_args d;
+  std::memset(&d, 0, sizeof d);
+  d.rank = 0;
+  d.world_size = 1;
+  d.vocab_offset = 0;
+  d.vocab_slice = 0;
+  d.max_top_k = 64;
+  d.round = 0;
+  return dds::init_struct("dds_shard_args_init", "shard", shard, struct_size, d);
 }
 
 DDS_API dds_status dds_sample_shard_plan(const dds_sampler* sampler, const dds_sample_args* args,
