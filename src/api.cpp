@@ -521,23 +521,17 @@ DDS_API dds_status dds_sample(dds_sampler* sampler, const dds_sample_args* args,
                               dds_stream stream) {
   dds::clear_error();
   return dds::guarded("dds_sample", [&]() -> dds_status {
-    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_sample: sampler is NULL");
-    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_sample: args is NULL");
-    if (args->struct_size < dds::kSampleArgsV1Size)
-      return fail(DDS_ERR_STRUCT_SIZE,
-                  "dds_sample: args->struct_size (%zu) is smaller than sizeof(dds_sample_args) of "
-                  "version 1 (%zu): call dds_sample_args_init first",
-                  args->struct_size, dds::kSampleArgsV1Size);
+    dds_sample_args a;
+    dds_status st = dds::load_args("dds_sample", sampler, args, dds::kSampleArgsV1Size,
+                                   "dds_sample_args", "dds_sample_args_init",
+                                   dds_sample_args_init, &a);
+    if (st != DDS_OK) return st;
     dds::Busy guard(sampler);
     if (!guard.ok())
       return fail(DDS_ERR_BUSY,
                   "dds_sample: sampler is in use by another thread (one call at a time per "
                   "sampler; create one sampler per thread)");
-    dds_sample_args a;
-    dds_sample_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
-    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
-    a.struct_size = sizeof a;
-    dds_status st = dds::validate_sample(sampler, &a, stream);
+    st = dds::validate_sample(sampler, &a, stream);
     if (st != DDS_OK || a.num_rows == 0) return st;
     return sampler->backend->sample(a, stream);
   });
@@ -547,21 +541,15 @@ DDS_API dds_status dds_stash_logprobs(dds_sampler* sampler, const dds_stash_args
                                       dds_stream stream) {
   dds::clear_error();
   return dds::guarded("dds_stash_logprobs", [&]() -> dds_status {
-    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_stash_logprobs: sampler is NULL");
-    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_stash_logprobs: args is NULL");
-    if (args->struct_size < dds::kStashArgsV1Size)
-      return fail(DDS_ERR_STRUCT_SIZE,
-                  "dds_stash_logprobs: args->struct_size (%zu) is smaller than "
-                  "sizeof(dds_stash_args) of version 1 (%zu): call dds_stash_args_init first",
-                  args->struct_size, dds::kStashArgsV1Size);
+    dds_stash_args a;
+    dds_status st = dds::load_args("dds_stash_logprobs", sampler, args, dds::kStashArgsV1Size,
+                                   "dds_stash_args", "dds_stash_args_init",
+                                   dds_stash_args_init, &a);
+    if (st != DDS_OK) return st;
     dds::Busy guard(sampler);
     if (!guard.ok())
       return fail(DDS_ERR_BUSY, "dds_stash_logprobs: sampler is in use by another thread");
-    dds_stash_args a;
-    dds_stash_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
-    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
-    a.struct_size = sizeof a;
-    dds_status st = dds::validate_stash(sampler, &a, stream);
+    st = dds::validate_stash(sampler, &a, stream);
     if (st != DDS_OK || a.num_rows == 0) return st;
     return sampler->backend->stash(a, stream);
   });

@@ -412,20 +412,14 @@ DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_siz
 DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args, dds_stream stream) {
   dds::clear_error();
   return dds::guarded("dds_reveal", [&]() -> dds_status {
-    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_reveal: sampler is NULL");
-    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_reveal: args is NULL");
-    if (args->struct_size < sizeof(dds_reveal_args))
-      return fail(DDS_ERR_STRUCT_SIZE,
-                  "dds_reveal: args->struct_size (%zu) is smaller than sizeof(dds_reveal_args) of "
-                  "version 1 (%zu): call dds_reveal_args_init first",
-                  args->struct_size, sizeof(dds_reveal_args));
+    dds_reveal_args a;
+    dds_status st = dds::load_args("dds_reveal", sampler, args, sizeof(dds_reveal_args),
+                                   "dds_reveal_args", "dds_reveal_args_init",
+                                   dds_reveal_args_init, &a);
+    if (st != DDS_OK) return st;
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_reveal: sampler is in use by another thread");
-    dds_reveal_args a;
-    dds_reveal_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
-    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
-    a.struct_size = sizeof a;
-    dds_status st = dds::validate_reveal(sampler, &a);
+    st = dds::validate_reveal(sampler, &a);
     if (st != DDS_OK || a.num_rows == 0) return st;
     if (sampler->backend->host_readable()) return dds::cpu_reveal(a);
     return sampler->backend->reveal(a, stream);
@@ -436,20 +430,14 @@ DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args
                                      dds_stream stream) {
   dds::clear_error();
   return dds::guarded("dds_verify_drafts", [&]() -> dds_status {
-    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "dds_verify_drafts: sampler is NULL");
-    if (!args) return fail(DDS_ERR_NULL_POINTER, "dds_verify_drafts: args is NULL");
-    if (args->struct_size < sizeof(dds_verify_args))
-      return fail(DDS_ERR_STRUCT_SIZE,
-                  "dds_verify_drafts: args->struct_size (%zu) is smaller than "
-                  "sizeof(dds_verify_args) of version 1 (%zu): call dds_verify_args_init first",
-                  args->struct_size, sizeof(dds_verify_args));
+    dds_verify_args a;
+    dds_status st = dds::load_args("dds_verify_drafts", sampler, args, sizeof(dds_verify_args),
+                                   "dds_verify_args", "dds_verify_args_init",
+                                   dds_verify_args_init, &a);
+    if (st != DDS_OK) return st;
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_verify_drafts: sampler is in use by another thread");
-    dds_verify_args a;
-    dds_verify_args_init(&a, sizeof a);  // defaults for fields the caller's struct may lack
-    std::memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
-    a.struct_size = sizeof a;
-    dds_status st = dds::validate_verify(sampler, &a);
+    st = dds::validate_verify(sampler, &a);
     if (st != DDS_OK) return st;
     if (sampler->backend->host_readable()) return dds::cpu_verify(*sampler->backend, sampler->config, a);
     return sampler->backend->verify(a, stream);

@@ -49,6 +49,27 @@ dds_status init_struct(const char* fn, const char* name, T* out, size_t struct_s
   return DDS_OK;
 }
 
+// The start of every entry point taking (sampler, args): null checks, args->struct_size (at
+// least v1_size), then *out = init's defaults with the caller's struct copied over them (fields
+// an older caller's struct lacks keep their defaults), out->struct_size = this build's size.
+// `type` / `init_name`: the struct and its init function, for the message.
+template <typename T>
+dds_status load_args(const char* fn, const void* sampler, const T* args, size_t v1_size,
+                     const char* type, const char* init_name, dds_status (*init)(T*, size_t),
+                     T* out) {
+  if (!sampler) return fail(DDS_ERR_NULL_POINTER, "%s: sampler is NULL", fn);
+  if (!args) return fail(DDS_ERR_NULL_POINTER, "%s: args is NULL", fn);
+  if (args->struct_size < v1_size)
+    return fail(DDS_ERR_STRUCT_SIZE,
+                "%s: args->struct_size (%zu) is smaller than sizeof(%s) of version 1 (%zu): call "
+                "%s first",
+                fn, args->struct_size, type, v1_size, init_name);
+  init(out, sizeof *out);
+  std::memcpy(out, args, args->struct_size < sizeof *out ? args->struct_size : sizeof *out);
+  out->struct_size = sizeof *out;
+  return DDS_OK;
+}
+
 inline size_t dtype_size(int32_t dtype) {
   return dtype == DDS_DTYPE_F32 ? 4 : 2;
 }

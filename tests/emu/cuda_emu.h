@@ -1,4 +1,4 @@
-// Minimal host emulation of the CUDA features used by kernels/verify.cuh and kernels/reveal.cuh.
+// Minimal host emulation of the CUDA features used by the kernels (tests/emu/run*.sh).
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -14,7 +14,8 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
+#define __grid_constant__
 #define __shared__ static
 typedef int cudaError_t;
 typedef void* cudaStream_t;
@@ -65,6 +66,27 @@ inline unsigned __match_any_sync(unsigned, int v) {
 }
 template <typename T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
 inline int atomicOr(int* p, int v) { return std::atomic_ref<int>(*p).fetch_or(v); }
+// Vector type, bit casts, rounding-mode intrinsics, ballot (kernels/sample.cuh, src/cuda_shard.cu).
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+inline float __logf(float x) { return logf(x); }
+inline float __ull2float_rn(unsigned long long x) { return (float)x; }
+inline unsigned long long __double2ull_rn(double x) { return (unsigned long long)std::nearbyint(x); }
+inline unsigned __ballot_sync(unsigned, bool p) {
+  const int w = threadIdx.x / 32;
+  g_blk->slot[w][threadIdx.x % 32] = p ? 1u : 0u;
+  g_blk->wbar[w]->arrive_and_wait();
+  unsigned m = 0;
+  for (int l = 0; l < 32; ++l)
+    if (g_blk->slot[w][l]) m |= 1u << l;
+  g_blk->wbar[w]->arrive_and_wait();
+  return m;
+}
 // Runs kernel f over grid x block threads (blocks sequentially).
 inline void emu_launch(unsigned grid, unsigned block, const std::function<void()>& f) {
   gridDim.x = grid; blockDim.x = block;

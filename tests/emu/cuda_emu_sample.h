@@ -1,16 +1,12 @@
 // Host emulation of the further CUDA features kernels/sample.cuh uses (on top of cuda_emu.h):
-// vector types, bit casts, __ldg / __ldcg, fences, __syncwarp, __shfl_sync, __ballot_sync, and a
+// vector types, bit casts, __ldg / __ldcg, fences, __syncwarp, __shfl_sync, and a
 // dynamic shared memory buffer (blocks run one after another, so one buffer serves them all).
 #pragma once
 #include "cuda_emu.h"
 #include <climits>
 using std::isfinite;
 #define __noinline__
-#define __grid_constant__
 #define __align__(n)
-#undef __launch_bounds__
-#define __launch_bounds__(...)
-struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(8) int2 { int x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 inline int2 make_int2(int x, int y) { return int2{x, y}; }
@@ -18,14 +14,7 @@ inline float4 make_float4(float a, float b, float c, float d) { return float4{a,
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 struct uint2 { unsigned x, y; };
 inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
-inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
-inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-inline float __logf(float x) { return logf(x); }
-inline float __ull2float_rn(unsigned long long x) { return (float)x; }
-inline unsigned long long __double2ull_rn(double x) { return (unsigned long long)std::nearbyint(x); }
 inline long long __double2ll_rn(double x) { return (long long)std::nearbyint(x); }
 template <typename T> inline T __ldg(const T* p) { return *p; }
 template <typename T> inline T __ldcg(const T* p) { return *(const volatile T*)p; }
@@ -37,16 +26,6 @@ inline void __syncwarp(unsigned = 0xffffffffu) {
   g_blk->wbar[threadIdx.x / 32]->arrive_and_wait();
 }
 template <typename T> T __shfl_sync(unsigned, T v, int src) { return warp_xchg(v, src & 31); }
-inline unsigned __ballot_sync(unsigned, bool p) {
-  const int w = threadIdx.x / 32;
-  g_blk->slot[w][threadIdx.x % 32] = p ? 1u : 0u;
-  g_blk->wbar[w]->arrive_and_wait();
-  unsigned m = 0;
-  for (int l = 0; l < 32; ++l)
-    if (g_blk->slot[w][l]) m |= 1u << l;
-  g_blk->wbar[w]->arrive_and_wait();
-  return m;
-}
 inline unsigned __activemask() { return 0xffffffffu; }
 inline std::atomic<int> g_stc{0};
 inline int __syncthreads_count(bool p) {

@@ -16,29 +16,7 @@ EmuBlock* g_blk;
 
 #include "dtype.h"
 
-#undef __launch_bounds__
-#define __launch_bounds__(...)
-#define __grid_constant__
-struct alignas(16) uint4 {
-  unsigned x, y, z, w;
-};
-inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-inline float __logf(float x) { return logf(x); }
-inline float __ull2float_rn(unsigned long long x) { return (float)x; }
-inline unsigned long long __double2ull_rn(double x) { return (unsigned long long)std::nearbyint(x); }
-inline unsigned __ballot_sync(unsigned, bool p) {
-  const int w = threadIdx.x / 32;
-  g_blk->slot[w][threadIdx.x % 32] = p ? 1u : 0u;
-  g_blk->wbar[w]->arrive_and_wait();
-  unsigned m = 0;
-  for (int l = 0; l < 32; ++l)
-    if (g_blk->slot[w][l]) m |= 1u << l;
-  g_blk->wbar[w]->arrive_and_wait();
-  return m;
-}
+// (__launch_bounds__(...), uint4, bit casts, __ballot_sync: cuda_emu.h)
 inline unsigned __fns(unsigned mask, unsigned base, int offset) {
   for (unsigned b = base; b < 32; ++b)
     if ((mask >> b) & 1u)
