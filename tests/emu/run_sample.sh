@@ -4,7 +4,8 @@
 # another). Checks the kernels' logic on a machine without a GPU (not races, not speed, not the
 # device libm: exp2f stands for ex2.approx; filter_kernel's in-CTA candidate list, which relies on
 # divergent __activemask() ballots, is switched off). Not part of CTest.
-# Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
+# Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below (~4 min)
+#        tests/emu/run_sample.sh <build dir> --quick                    5 cases (~30 s; CI)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: comma list of fuse=0|1, top2=0|1,
 #   approx=0|1, direct=0|1 (default: src/cuda_sample.cu's rules).
@@ -38,17 +39,26 @@ open(sys.argv[2], "w").write(s)
 PY
 g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" \
     "$here/emu_sample.cpp" -o "$out/emu_sample" -L"$build" -ldds -Wl,-rpath,"$build"
-if [ $# -gt 1 ]; then
+if [ $# -gt 1 ] && [ "$2" != --quick ]; then
   "$out/emu_sample" "${@:2}"
   exit $?
 fi
 rc=0
-# V: 1 block + 1 column (the list is the row), 5 blocks, 40 blocks (two warps' worth of blocks);
-# both dtypes, both statistics modes; the modes flip every dispatch choice once.
-for c in "1025 40 0 0" "1025 40 1 1" "5000 40 0 0" "5000 40 1 0" "5000 40 0 1" "40000 20 1 0"; do
-  for m in default fuse=1 fuse=1,top2=1 top2=0,approx=0 direct=1; do
-    "$out/emu_sample" $c 1 "$m" 2>/dev/null | tail -1 || rc=1
+if [ "${2:-}" = --quick ]; then
+  # One case per dispatch choice, both dtypes and statistics modes.
+  for cm in "1025 40 0 1 fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0,approx=0" \
+            "5000 40 1 1 direct=1" "40000 20 1 0 default"; do
+    set -- $cm
+    "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
-done
+else
+  # V: 1 block + 1 column (the list is the row), 5 blocks, 40 blocks (two warps' worth of
+  # blocks); both dtypes, both statistics modes; the modes flip every dispatch choice once.
+  for c in "1025 40 0 0" "1025 40 1 1" "5000 40 0 0" "5000 40 1 0" "5000 40 0 1" "40000 20 1 0"; do
+    for m in default fuse=1 fuse=1,top2=1 top2=0,approx=0 direct=1; do
+      "$out/emu_sample" $c 1 "$m" 2>/dev/null | tail -1 || rc=1
+    done
+  done
+fi
 echo "run_sample.sh: $([ $rc -eq 0 ] && echo 'all cases equal to the CPU' || echo 'MISMATCHES')"
 exit $rc
