@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs every test of dds: the C library (CTest: cpu, gpu and example labels; GPU tests
-# are skipped without a device), the host emulation of the CUDA sample kernels, then the Python,
+# are skipped without a device), the host emulation of the CUDA kernels, then the Python,
 # Rust and Go bindings and the reliability suite,
 # against the library built in ./build. Installs whatever is missing first (Debian, as root).
 # Every stage runs even if an earlier binding stage failed; a summary is printed at the end and
@@ -65,9 +65,10 @@ if ! run_stage "C build (scripts/test-c.sh)" bash scripts/test-c.sh --build-only
   exit 1
 fi
 run_stage "C tests (ctest, all labels)" bash scripts/test-c.sh --test-only || true
-# The CUDA dds_sample kernels compiled for the host (a std::thread per CUDA thread) against the
-# CPU backend: their logic is checked on every run, GPU or not (docs/cuda_sample.md §3).
-run_stage "CUDA kernels, host emulation" bash tests/emu/run_sample.sh "${DDS_BUILD}" --quick || true
+# The CUDA kernels (sample, verify, reveal, shard) compiled for the host (a std::thread per CUDA
+# thread) against the CPU backend: their logic is checked on every run, GPU or not
+# (docs/cuda_sample.md §3).
+run_stage "CUDA kernels, host emulation" bash tests/emu/ci.sh "${DDS_BUILD}" || true
 
 export DDS_BUILD_DIR="${DDS_BUILD}"
 export DDS_LIB_DIR="${DDS_BUILD}"
