@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The host emulations of the CUDA kernels that scripts/test.sh (CI) runs: dds_sample (quick set),
-# verify + reveal, vocabulary-parallel shard kernels, each against the CPU backend of the library
+# dds_stash_logprobs, verify + reveal, vocabulary-parallel shard kernels, each against the CPU
+# backend of the library
 # in <build dir>. About 3 minutes on 2 cores; exit status nonzero if any output differs.
 # Usage: tests/emu/ci.sh <build dir with libdds.so>
 set -euo pipefail
@@ -8,6 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd); build=${1:?build dir}
 rc=0
 echo "--- dds_sample kernels (run_sample.sh --quick)"
 bash "$here/run_sample.sh" "$build" --quick || rc=1
+echo "--- stash kernel (run_stash.sh)"
+bash "$here/run_stash.sh" "$build" || rc=1
 echo "--- verify and reveal kernels (run.sh)"
 bash "$here/run.sh" "$build" | tail -3 || rc=1
 echo "--- shard kernels (run_shard.sh)"

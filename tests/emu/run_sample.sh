@@ -12,31 +12,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
 out=$(mktemp -d)
-python3 - "$root/kernels/sample.cuh" "$out/sample_emu.cuh" <<'PY'
-import sys
-s = open(sys.argv[1]).read()
-# Keep the kernels and the host helpers the harness calls (plain_bpw, cand_cap_for,
-# cand_lvl0_for); drop the launchers (<<<>>>).
-cut = s.index("// Host side")
-i0 = s.index("inline int plain_bpw(")
-i1 = s.index("\n}\n", i0) + 3
-j0 = s.index("inline int cand_cap_for")
-j1 = s.index("}  // namespace ksample", j0)
-s = s[:cut] + s[i0:i1] + s[j0:j1] + "}  // namespace ksample\n}  // namespace dds\n#endif\n"
-for a, b in [("#include <cuda_fp16.h>\n", ""), ("#include <cuda_runtime.h>\n", ""),
-             ('asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));', "y = exp2f(x);"),
-             ("__half2float(__ushort_as_half(h))", "dds::f16_to_f32(h)"),
-             ("extern __shared__ __align__(16) unsigned char smem_raw[];",
-              "unsigned char* smem_raw = g_dynsmem;"),
-             ("__shared__ __align__(16) float s_stage", "alignas(16) static float s_stage"),
-             # The in-CTA candidate list of filter_kernel uses __activemask() ballots in divergent
-             # code, which the per-warp barriers of the emulation cannot model: emulated without it.
-             ("constexpr bool kFilterCtaList = true;", "constexpr bool kFilterCtaList = false;")]:
-    if a not in s:
-        sys.exit(f"run_sample.sh: pattern not found in kernels/sample.cuh: {a!r}")
-    s = s.replace(a, b)
-open(sys.argv[2], "w").write(s)
-PY
+python3 "$here/emu_gen.py" sample "$root/kernels/sample.cuh" "$out/sample_emu.cuh"
 g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" \
     "$here/emu_sample.cpp" -o "$out/emu_sample" -L"$build" -ldds -Wl,-rpath,"$build"
 if [ $# -gt 1 ] && [ "$2" != --quick ]; then
