@@ -2641,6 +2641,23 @@ inline int plain_bpw(int num_rows, int nblocks) {
   while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
   return bpw;
 }
+// Default dispatch (src/cuda_sample.cu; the host emulation, tests/emu/emu_sample.cpp, uses the
+// same functions):
+//  * rows one warp streams whole (nblocks <= bpw) are finished inside the pass from 1024 rows,
+//    where a warp per row finishes them anyway; fewer rows keep the CTA-per-row finish kernel;
+//  * small grids (<= 4096 row blocks) are latency-bound: the filtered pass then also records each
+//    block's first argmax and runner-up, sparing the finish a dependent re-read of the maximum's
+//    block (device A/B 2026-11-29: 256 x 1025 top-k 51.6 -> 57.8 us without it); large grids are
+//    ALU-bound and skip that work (top-k 50 4096 x 262144 bf16 1631 -> 1247 us). Exact either
+//    way (max / min only), so batch invariance holds.
+inline bool plain_fuse_default(int num_rows, int nblocks) {
+  const int bpw = plain_bpw(num_rows, nblocks);
+  return num_rows >= 1024 && (nblocks + bpw - 1) / bpw == 1;
+}
+inline bool pass_top2_default(int num_rows, int nblocks) {
+  return (long long)num_rows * nblocks <= 4096;
+}
+// (end of the default dispatch rules)
 
 // launch flags: which row kernels may have work (decided from host-visible scalars).
 template <int DT>

@@ -36,6 +36,12 @@ SampleWs sample_ws_layout(const dds_sampler_config& cfg) {
   w.total = align_up(w.fb_rows + fb_bytes);
   return w;
 }
+// An integer tuning knob from the environment (`def` when unset or empty); callers keep it in a
+// function-local static, so it is read once per process.
+int env_knob(const char* name, int def) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : def;
+}
 }  // namespace
 
 size_t cuda_sample_workspace_bytes(const dds_sampler_config& cfg) {
@@ -120,42 +126,29 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   const bool none_filtered = !arrays && !scalar_filter;
   const bool run_plain = !all_filtered;
   const bool run_filter = !none_filtered;
-  // The fallback list's counters are zero at rest (filter_kernel resets them), but the workspace
-  // is shared with dds_verify_drafts, whose scratch starts at offset 0: clear them on the stream
-  // (a memset node under graph capture; no host synchronisation).
-  // Unfiltered rows: the finish fused into the pass (its last warp per row) from 1024 rows,
-  // where a warp per row finishes anyway; fewer rows keep the CTA-per-row finish kernel.
-  // DDS_SAMPLE_FUSE=0/1 overrides (A/B runs; read once per process).
+  // Dispatch: the default rules of kernels/sample.cuh (plain_fuse_default, pass_top2_default);
+  // DDS_SAMPLE_FUSE=0/1, DDS_SAMPLE_BLOCK_APPROX=0 and DDS_SAMPLE_DIRECT_FILTER=1 override them
+  // for A/B runs. DDS_SAMPLE_DIRECT_FILTER=1 sends every filtered row straight to filter_kernel,
+  // a CTA per row, without the candidate lists: faster on small problems (device A/B 2026-11-29
+  // 16:23 UTC, f32: 64 x 1025 top-p 150 -> 50 us, min-p 80 -> 22 us, 64 x 32000 top-k 142 -> 74
+  // us; from 256 rows the lists win: 1024 x 1025 top-k 61 us with lists, 293 us direct), but not
+  // the default: choosing it by the batch's row count would make a request's statistics
+  // (logprob, entropy: the two paths sum in different orders) depend on the batch it rides in
+  // (tests/gpu/test_gpu_sample.cu, "batch invariance").
+  static const int fuse_env = env_knob("DDS_SAMPLE_FUSE", -1);
+  static const int approx_env = env_knob("DDS_SAMPLE_BLOCK_APPROX", 1);
+  static const int direct_env = env_knob("DDS_SAMPLE_DIRECT_FILTER", 0);
   P.bpw = ksample::plain_bpw(P.num_rows, P.nblocks);
-  static const int fuse_env = [] {
-    const char* e = std::getenv("DDS_SAMPLE_FUSE");
-    return e && *e ? std::atoi(e) : -1;
-  }();
   const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;
-  P.fuse_finish = run_plain && (fuse_env >= 0 ? fuse_env != 0 : a.num_rows >= 1024 && wpr == 1) ? 1 : 0;
-  static const int approx_env = [] {
-    const char* e = std::getenv("DDS_SAMPLE_BLOCK_APPROX");
-    return e && *e ? std::atoi(e) : 1;
-  }();
-  P.block_approx = approx_env;
-  static const int direct_env = [] {
-    const char* e = std::getenv("DDS_SAMPLE_DIRECT_FILTER");
-    return e && *e ? std::atoi(e) : -1;
-  }();
-  // DDS_SAMPLE_DIRECT_FILTER=1 sends every filtered row straight to filter_kernel, a CTA per
-  // row, without the candidate lists. Faster on small problems (device A/B 2026-11-29 16:23 UTC,
-  // f32: 64 x 1025 top-p 150 -> 50 us, min-p 80 -> 22 us, 64 x 32000 top-k 142 -> 74 us; from
-  // 256 rows the lists win: 1024 x 1025 top-k 61 us with lists, 293 us direct), but not the
-  // default: choosing it by the batch's row count would make a request's statistics (logprob,
-  // entropy: the two paths sum in different orders) depend on the batch it rides in, which
-  // breaks batch invariance (tests/gpu/test_gpu_sample.cu, "batch invariance").
+  const bool fuse = fuse_env >= 0 ? fuse_env != 0 : ksample::plain_fuse_default(a.num_rows, P.nblocks);
+  P.fuse_finish = run_plain && fuse ? 1 : 0;
+  P.block_approx = approx_env != 0 ? 1 : 0;
   P.direct_filter = direct_env > 0 ? 1 : 0;
-  // Small grids (<= 4096 row blocks) are latency-bound: the filtered row pass then also records
-  // each block's first argmax and runner-up, sparing the finish a dependent re-read of the
-  // maximum's block; large grids are ALU-bound and skip that work (device A/B 2026-11-29: top-k
-  // 50 4096 x 262144 bf16 1631 -> 1247 us without it; 256 x 1025 top-k 51.6 -> 57.8 us). Exact
-  // either way (max / min only), so batch invariance holds.
-  P.pass_top2 = (long long)a.num_rows * P.nblocks <= 4096 ? 1 : 0;
+  P.pass_top2 = ksample::pass_top2_default(a.num_rows, P.nblocks) ? 1 : 0;
+  // Zero-at-rest counters cannot be assumed: the workspace is shared with dds_verify_drafts,
+  // whose scratch starts at offset 0. Clear them on the stream (memset nodes under graph
+  // capture; no host synchronisation): the per-row warp counters of a fused finish with several
+  // warps per row (only under DDS_SAMPLE_FUSE=1), the fallback list's two counters.
   if (P.fuse_finish && wpr > 1) {
     const cudaError_t me = cudaMemsetAsync(ws + w.counters, 0, (size_t)a.num_rows * sizeof(int), stream);
     if (me != cudaSuccess)

@@ -31,11 +31,11 @@ def main():
     profile, src, dst = sys.argv[1:4]
     s = open(src).read()
     if profile == "sample":
-        # Keep the kernels and the host helpers the harness calls (plain_bpw, cand_cap_for,
-        # cand_lvl0_for); drop the launchers (<<<>>>).
+        # Keep the kernels and the host helpers the harness calls (plain_bpw and the default
+        # dispatch rules, cand_cap_for, cand_lvl0_for); drop the launchers (<<<>>>).
         cut = s.index("// Host side")
         i0 = s.index("inline int plain_bpw(")
-        i1 = s.index("\n}\n", i0) + 3
+        i1 = s.index("// (end of the default dispatch rules)\n", i0)
         j0 = s.index("inline int cand_cap_for")
         j1 = s.index("}  // namespace ksample", j0)
         s = s[:cut] + s[i0:i1] + s[j0:j1] + "}  // namespace ksample\n}  // namespace dds\n#endif\n"

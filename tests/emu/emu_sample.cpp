@@ -153,13 +153,14 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   P.cand = (int2*)take(rows * nb * L * 8); P.cand_cap = L; P.cand_lvl0 = lvl0;
   P.kmass = (unsigned long long*)take(rows * nb * 8);
   P.fb_rows = (int*)take(rows * 4);
-  // Dispatch fields as src/cuda_sample.cu sets them, unless the mode forces them.
+  // Dispatch fields by the library's default rules (kernels/sample.cuh), unless the mode forces
+  // them.
   P.bpw = plain_bpw(P.num_rows, P.nblocks);
   const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;
-  P.fuse_finish = g_mode.fuse >= 0 ? g_mode.fuse : (P.num_rows >= 1024 && wpr == 1);
+  P.fuse_finish = g_mode.fuse >= 0 ? g_mode.fuse : plain_fuse_default(P.num_rows, P.nblocks);
   P.block_approx = g_mode.approx >= 0 ? g_mode.approx : 1;
   P.direct_filter = g_mode.direct >= 0 ? g_mode.direct : 0;
-  P.pass_top2 = g_mode.top2 >= 0 ? g_mode.top2 : ((long long)P.num_rows * P.nblocks <= 4096);
+  P.pass_top2 = g_mode.top2 >= 0 ? g_mode.top2 : pass_top2_default(P.num_rows, P.nblocks);
   memset(P.counters, 0, rows * 4);  // (the memset node of a fused call with several warps per row)
   {
     const long long pw = (long long)P.num_rows * wpr;
