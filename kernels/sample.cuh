@@ -755,65 +755,122 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   // Every finite column outside the lists has l < Ul, so a <= Ua; complete: no such column.
   const bool complete = !(Ul > -FLT_MAX);
   const float Ua = complete ? neg_inf() : xform(nextafterf(Ul, neg_inf()), invT);
+  const bool topk_on = q.k > 0 && q.k < P.V;
+  // The min-p threshold (a >= amin is kept) depends on m only.
+  float amin = neg_inf();
+  if (q.minp > 0.f) {
+    float x = 0.f;
+    if (lane == 0) x = minp_threshold(m, md, q.minp);
+    amin = __shfl_sync(0xffffffffu, x, 0);
+  }
 
-  // 2. Compact S = {candidates with a > Ua} to the front of the row's list area (block order;
-  // every write index <= its read index, and a chunk is read before it is written).
+  // 1b. A lower bound lo on the kept values, from the block records alone: with top-k, the k-th
+  // largest block maximum (k distinct columns reach it, so every kept value does), rounded down
+  // to the 12 high bits of its key (12 count passes over keys in shared memory); with min-p alone
+  // (no top-k or top-p), amin. Candidates below lo cannot be kept and leave S, and blocks whose
+  // maximum is below lo are not read at all: on Gaussian 262144-column rows with top-k 50, S
+  // shrinks from ~1400 candidates to ~100 and the blocks read from ~256 to ~60. Every decision
+  // below is unchanged: with top-k, |S| >= k before iff after (the k largest of S all reach lo),
+  // and the selection, masses and token only ever look at the kept set, which lies in S.
+  float lo = neg_inf();
+  if (topk_on && !complete && nb <= kWBins * 3) {
+    unsigned* keys = hist;  // (free until the half-chunk list below)
+    int nfin = 0;
+    for (int b = lane; b < nb; b += 32) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      const bool fin = m1 != neg_inf();
+      keys[b] = fin ? fkey(m1) : 0u;
+      nfin += fin ? 1 : 0;
+    }
+    nfin = warp_sumi(nfin);
+    __syncwarp();
+    if (q.k <= nfin) {
+      uint32_t pre = 0;
+      for (int bit = 31; bit >= 20; --bit) {
+        const uint32_t cand = pre | (1u << bit);
+        int c = 0;
+        for (int b = lane; b < nb; b += 32) c += keys[b] >= cand ? 1 : 0;
+        if (warp_sumi(c) >= q.k) pre = cand;
+      }
+      // (keys of finite values are >= fkey(-FLT_MAX) = 0x00800000; below it: no bound)
+      if (pre >= 0x00800000u) lo = xform(fkey_inv(pre), invT);
+    }
+    __syncwarp();  // every lane has read the keys before the list below overwrites them
+  } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
+    lo = amin;
+  }
+
+  // 2. Compact S = {candidates with a > Ua and a >= lo} to the front of the row's list area
+  // (block order; every write index <= its read index, and a chunk is read before it is written).
   int nS = 0;
   unsigned long long zout = 0;  // fixed-point mass of the candidates outside S (top-p, no top-k)
-  const bool want_zout = q.p < 1.f && q.p > 0.f;
-  // Non-empty 32-slot chunks of the lists, in slot order, as (chunk << 6) | entries (in the bins'
-  // shared memory, free until the selection): blocks whose maximum is not above Ua hold nothing
-  // of S and are skipped unless the mass outside S is wanted. More chunks than fit: every chunk.
-  const int cpb = L / 32;  // chunks per block list
-  unsigned* clist = reinterpret_cast<unsigned*>(hm);
-  const bool listed = nb * cpb <= 2 * kWBins;
-  int nch = nb * cpb;
-  if (listed) {
-    nch = 0;
-    for (int b0 = 0; b0 < nb; b0 += 32) {
-      const int b = b0 + lane;
-      int n = 0;
-      if (b < nb) {
-        n = __ldcg(&recs[b].pad);
-        if (!want_zout && n > 0 && !(xform(__ldcg(&recs[b].maxl), invT) > Ua)) n = 0;
+  // (with top-k the masses outside S are never used: Z1 is the kept top-k mass, or, when top-k is
+  // off because k >= |K0|, the lists are complete and nothing lies outside S)
+  const bool want_zout = q.p < 1.f && q.p > 0.f && !topk_on;
+  // Non-empty 16-slot half-chunks of the lists, in slot order, as (half-chunk << 5) | entries,
+  // in the bins' shared memory (hist and hm, free until the selection); a warp-wide step takes two
+  // (lanes 0-15 and 16-31: a Gaussian block lists ~14 columns, so one 32-slot chunk per step left
+  // half the lanes idle, and the steps are the finish's longest loop: ncu 2026-11-29, 4096 x 262144
+  // bf16 top-k, ~280 chunk steps and half of the kernel's instructions). Blocks whose maximum is
+  // not above Ua hold nothing of S and are skipped unless the mass outside S is wanted. More
+  // half-chunks than fit: every 32-slot chunk, one per step.
+  constexpr int kHcCap = kWBins * 3;
+  unsigned* hcl = hist;
+  const int cpb = L / 32;  // 32-slot chunks per block list
+  const int hpb = L / 16;  // half-chunks per block list
+  int nh = 0;
+  for (int b0 = 0; b0 < nb; b0 += 32) {
+    const int b = b0 + lane;
+    int n = 0;
+    if (b < nb) {
+      n = __ldcg(&recs[b].pad);
+      if (!want_zout && n > 0) {
+        const float ma = xform(__ldcg(&recs[b].maxl), invT);
+        if (!(ma > Ua && ma >= lo)) n = 0;
       }
-      const int c = (n + 31) >> 5;
-      int incl = c;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += v;
-      }
-      const int base = nch + incl - c;
-      for (int p = 0; p < c; ++p)
-        clist[base + p] = ((unsigned)(b * cpb + p) << 6) | (unsigned)min(32, n - 32 * p);
-      nch += __shfl_sync(0xffffffffu, incl, 31);
     }
-    __syncwarp();
+    const int c = (n + 15) >> 4;
+    int incl = c;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    const int base = nh + incl - c;
+    for (int p = 0; p < c && base + p < kHcCap; ++p)
+      hcl[base + p] = ((unsigned)(b * hpb + p) << 5) | (unsigned)min(16, n - 16 * p);
+    nh += __shfl_sync(0xffffffffu, incl, 31);
   }
-  constexpr int kU = 8;  // chunks in flight (loads independent of the writes)
-  for (int c0 = 0; c0 < nch; c0 += kU) {
+  __syncwarp();
+  const bool listed = nh <= kHcCap;
+  const int nsteps = listed ? (nh + 1) >> 1 : nb * cpb;
+  const int hl = lane & 15;
+  const int hsel = lane >> 4;
+  constexpr int kU = 8;  // steps in flight (loads independent of the writes)
+  for (int s0 = 0; s0 < nsteps; s0 += kU) {
     int2 ev[kU];
     bool valid[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       valid[u] = false;
       ev[u] = make_int2(0, 0);
-      const int ci = c0 + u;
-      if (ci < nch) {
-        int chunk, cnt;
+      const int si = s0 + u;
+      if (si < nsteps) {
+        long long slot = -1;
         if (listed) {
-          const unsigned e = clist[ci];
-          chunk = (int)(e >> 6);
-          cnt = (int)(e & 63u);
+          const int hi = 2 * si + hsel;
+          if (hi < nh) {
+            const unsigned e = hcl[hi];
+            if (hl < (int)(e & 31u)) slot = (long long)(e >> 5) * 16 + hl;
+          }
         } else {
-          chunk = ci;
-          const int b = ci / cpb;
-          cnt = __ldcg(&recs[b].pad) - (ci - b * cpb) * 32;
+          const int b = si / cpb;
+          const int cnt = __ldcg(&recs[b].pad) - (si - b * cpb) * 32;
+          if (lane < cnt) slot = (long long)si * 32 + lane;
         }
-        if (lane < cnt) {
+        if (slot >= 0) {
           valid[u] = true;
-          ev[u] = __ldcg(cl + (long long)chunk * 32 + lane);
+          ev[u] = __ldcg(cl + slot);
         }
       }
     }
@@ -821,7 +878,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     for (int u = 0; u < kU; ++u) {
       float a = neg_inf();
       if (valid[u]) a = xform(__int_as_float(ev[u].y), invT);
-      const bool in = valid[u] && a > Ua;
+      const bool in = valid[u] && a > Ua && a >= lo;
       if (want_zout && valid[u] && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
       const unsigned bal = __ballot_sync(0xffffffffu, in);
       if (in) cl[nS + __popc(bal & ((1u << lane) - 1u))] = ev[u];
@@ -936,13 +993,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       // else: the boundary lies beyond S (K2 contains S): only min-p can bound the kept set.
     }
   }
-  float amin = neg_inf();
-  if (ok && q.minp > 0.f) {
-    float x = 0.f;
-    if (lane == 0) x = minp_threshold(m, md, q.minp);
-    amin = __shfl_sync(0xffffffffu, x, 0);
-    if (amin > Ua) inside = true;
-  }
+  if (ok && q.minp > 0.f && amin > Ua) inside = true;
   if (!ok || !inside) {
     // Not provable from the candidates: the filter kernel samples this row from the logits.
     if (lane == 0) {

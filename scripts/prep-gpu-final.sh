@@ -18,7 +18,7 @@ rm -rf .gpu-artifacts/build && mkdir -p .gpu-artifacts/build
 cp -a "$BUILD"/libdds.so* .gpu-artifacts/build/
 cp -a "$BUILD"/libdds_nccl.so* .gpu-artifacts/build/
 for t in "$BUILD"/tests/test_gpu_* "$BUILD"/tests/test_nccl_shard "$BUILD"/bench/dds_bench \
-  "$BUILD"/bench/dds_bench_shard "$BUILD"/bench/dds_bench_nccl "$BUILD"/bench/dds_profile_sample; do
+  "$BUILD"/bench/dds_bench_shard "$BUILD"/bench/dds_bench_nccl "$BUILD"/bench/dds_profile_sample "$BUILD"/bench/dds_profile_stash; do
   if [ -e "$t" ]; then cp "$t" .gpu-artifacts/build/; else echo "prep: missing $t"; fi
 done
 strip --strip-debug .gpu-artifacts/build/test_* 2>/dev/null || true

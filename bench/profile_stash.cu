@@ -1,0 +1,91 @@
+// dds_profile_stash: calls dds_stash_logprobs a few times on one shape, for a profiler (ncu /
+// nsys) to pick one launch and for A/B runs of median call times.
+// Usage: dds_profile_stash [f32|bf16] [V] [rows] [keep_every] [n] [calls]
+// One row per request, every keep_every-th request kept, T = 1, entry 0 = argmax, top-n by
+// log-prob, outputs ids + log-probs + ranks (as dds_bench's stash scenarios). Logits are
+// sigma * N(0, 1), sigma = 2 (filled on the device). Prints the median call time (CUDA events;
+// unreliable under a profiler, which serialises and replays kernels).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <dds/dds.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+__global__ void fill(void* p, size_t n, int bf16, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 0x2c1b3c6dU; h ^= h >> 12; h *= 0x297a2d39U; h ^= h >> 15;
+    unsigned g = h * 0x9e3779b9u + 0x7f4a7c15u; g ^= g >> 16; g *= 0x85ebca6bU; g ^= g >> 13;
+    const float u1 = ((h >> 8) + 1) * (1.f / 16777217.f), u2 = (g >> 8) * (1.f / 16777216.f);
+    const float x = 2.f * sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    if (bf16) ((__nv_bfloat16*)p)[i] = __float2bfloat16(x); else ((float*)p)[i] = x;
+  }
+}
+
+int main(int argc, char** argv) {
+  const int bf16 = argc > 1 && !std::strcmp(argv[1], "bf16");
+  const int V = argc > 2 ? std::atoi(argv[2]) : 32000, rows = argc > 3 ? std::atoi(argv[3]) : 256;
+  const int every = argc > 4 ? std::max(1, std::atoi(argv[4])) : 16;
+  const int n = argc > 5 ? std::atoi(argv[5]) : 5;
+  const int calls = argc > 6 ? std::atoi(argv[6]) : 5;
+  const size_t cnt = (size_t)V * rows;
+  void* logits;
+  int32_t *tok, *rank;
+  float* val;
+  uint8_t* keep;
+  const size_t outn = (size_t)rows * (n + 1);
+  if (cudaMalloc(&logits, cnt * (bf16 ? 2 : 4)) != cudaSuccess || cudaMalloc(&tok, outn * 4) != cudaSuccess ||
+      cudaMalloc(&rank, outn * 4) != cudaSuccess || cudaMalloc(&val, outn * 4) != cudaSuccess ||
+      cudaMalloc(&keep, rows) != cudaSuccess) {
+    std::printf("dds_profile_stash: no CUDA device or out of memory\n");
+    return 1;
+  }
+  fill<<<2048, 256>>>(logits, cnt, bf16, 4321u);
+  std::vector<uint8_t> k(rows, 0);
+  for (int r = 0; r < rows; r += every) k[r] = 1;
+  cudaMemcpy(keep, k.data(), rows, cudaMemcpyHostToDevice);
+  dds_sampler_config c;
+  dds_sampler_config_init(&c, sizeof c);
+  c.backend = DDS_BACKEND_CUDA;
+  c.vocab_size = V;
+  c.max_rows = rows;
+  c.max_requests = rows;
+  c.max_stash_width = std::max(20, n);
+  dds_sampler* s = nullptr;
+  if (dds_create(&c, &s) != DDS_OK) { std::printf("dds_create: %s\n", dds_last_error()); return 1; }
+  dds_stash_args a;
+  dds_stash_args_init(&a, sizeof a);
+  a.num_rows = rows;
+  a.num_requests = rows;
+  a.logits = logits;
+  a.dtype = bf16 ? DDS_DTYPE_BF16 : DDS_DTYPE_F32;
+  a.keep = keep;
+  a.num_top = n;
+  a.num_slots = rows;
+  a.rows_per_slot = 1;
+  a.out_token_ids = tok;
+  a.out_logprobs = val;
+  a.out_ranks = rank;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t;
+  for (int i = 0; i < calls; ++i) {
+    cudaEventRecord(e0);
+    if (dds_stash_logprobs(s, &a, nullptr) != DDS_OK) { std::printf("dds_stash_logprobs: %s\n", dds_last_error()); return 1; }
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.push_back(ms * 1000.f);
+  }
+  std::sort(t.begin(), t.end());
+  std::printf("dds_profile_stash %s V=%d rows=%d keep 1/%d n=%d: median %.1f us over %d calls\n", bf16 ? "bf16" : "f32",
+              V, rows, every, n, t[t.size() / 2], calls);
+  dds_destroy(s);
+  return 0;
+}
