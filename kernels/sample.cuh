@@ -120,6 +120,7 @@ struct SampleParams {
   int vec_ok;
   int smem_row;  // filter kernel: row held in shared memory
   int bpw;    // plain pass: consecutive blocks of one row per warp (launch_sample_dt)
+  int fbpw;   // filtered pass (row_pass_kernel, 16-bit dtypes): consecutive blocks per warp
   // plain pass: the row's last warp finishes it (finish_plain_warp) instead of a finish kernel;
   // with several warps per row, counters[row] (zeroed on the stream before the launch) counts
   // the warps done.
@@ -1120,11 +1121,25 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
 
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __grid_constant__ SampleParams P) {
+  using T = typename Elt<DT>::T;
+  constexpr int VEC = Elt<DT>::VEC;
+  constexpr int NJ = 32 / VEC;
   const int lane = threadIdx.x & 31;
+  // Blocks per warp: 16-bit rows P.fbpw consecutive blocks (the request's parameters, ~175 of
+  // the ~640 instructions of a block, read once for them all); f32 one, known at compile time.
+  const int fbpw = DT == 0 ? 1 : P.fbpw;
+  const int wpr = (P.nblocks + fbpw - 1) / fbpw;  // warps per row
   const long long gw = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
-  if (gw >= (long long)P.num_rows * P.nblocks) return;
-  const int row = (int)(gw / P.nblocks);
-  const int blk = (int)(gw - (long long)row * P.nblocks);
+  const long long total = (long long)P.num_rows * wpr;
+  if (gw >= total) return;
+  int row, wi;
+  if (DT != 0 && total <= 0x7fffffffLL) {  // 32-bit division (the 64-bit one is a call)
+    row = (int)((unsigned)gw / (unsigned)wpr);
+    wi = (int)gw - row * wpr;
+  } else {  // (f32: as measured, the register allocation of the 32-bit branch spills more)
+    row = (int)(gw / wpr);
+    wi = (int)(gw - (long long)row * wpr);
+  }
   const int r = find_request(P, row);
   Req q = load_req(P, r);
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
@@ -1132,147 +1147,192 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   // Unfiltered rows belong to plain_pass_kernel / plain_finish_*_kernel.
   if (!is_filtered(q, P.V) || !kUseCandidates) return;
-  // Per warp: its block's values while writing the list, then the finish's radix bins.
+  // Per warp: its block's values while writing the list (each lane reads back only its own).
   __shared__ __align__(16) float s_stage[kRowWarps][kB];
   const int wid = threadIdx.x >> 5;
-  float lv[32];
-  // The block as loaded (whole aligned blocks unsanitised) and its maximum with NaN
-  // propagation: a NaN or +inf anywhere takes the exact rule (docs §2) in place, as in
-  // plain_pass_kernel. The pass is ALU-bound, so no per-value argmax / runner-up work here:
-  // finish_filtered re-reads the one block holding the row's maximum (block_top2).
-  load_block_l<DT, false>(P, q, row, blk, lane, lv);
-  float m1 = lv[0];
+  // One block: lv = the lane's 32 values as loaded (whole aligned blocks unsanitised), its
+  // maximum with NaN propagation: a NaN or +inf anywhere takes the exact rule (docs §2) in place,
+  // as in plain_pass_kernel. The pass is ALU-bound, so no per-value argmax / runner-up work for
+  // large grids: finish_filtered re-reads the one block holding the row's maximum (block_top2).
+  auto block = [&](int blk, float (&lv)[32]) {
+    float m1 = lv[0];
 #pragma unroll
-  for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
-  float M = warp_max_nan(m1);
-  if (M != M || M == -neg_inf()) {
-    m1 = neg_inf();
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      lv[e] = sanitize_fast(lv[e]);
-      m1 = fmaxf(m1, lv[e]);
-    }
-    M = warp_max(m1);
-  }
-  BlockRec rec;
-  rec.maxl = M;
-  rec.second = neg_inf();
-  rec.amax = INT_MAX;
-  rec.sa = rec.ea = rec.sl = rec.el = 0.f;
-  rec.pad = 0;
-  if (P.pass_top2 && M != neg_inf()) {
-    // Small grids (latency-bound): the block's runner-up (multiset) and first column of M here,
-    // which saves the finish its re-read of the maximum's block. Exact either way.
-    float b1 = neg_inf(), b2 = neg_inf();
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      b2 = fmaxf(b2, fminf(b1, lv[e]));
-      b1 = fmaxf(b1, lv[e]);
-    }
-    int am = INT_MAX;
-    if (b1 == M) {
-#pragma unroll
-      for (int e = 31; e >= 0; --e)
-        if (lv[e] == M) am = col_of<DT>(blk, lane, e);
-    }
-    const Top2 tb = warp_top2(Top2{b1, am, b2});
-    rec.second = tb.m2;
-    rec.amax = tb.i1;
-  }
-  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-  if (M != neg_inf()) {
-    // Candidate list: every column with l >= tau; tau from the lane maxima (see finish_filtered).
-    const int L = P.cand_cap;
-    int2* lst = P.cand + ((long long)row * P.nblocks + blk) * L;
-    int lvl = P.cand_lvl0;
-    // Rows of <= 2 blocks keep every finite column, except small top-k: the columns at or
-    // above the smallest lane maximum (~120 of 1024 on Gaussian rows) settle it.
-    if (lvl < 0 && q.k > 0 && q.k <= 64) lvl = 0;
-    float tau;
-    int n, base;
-    unsigned msk;
-    for (;;) {
-      if (lvl < 0) {
-        tau = -FLT_MAX;
-      } else {
-        float h = m1;
-        for (int o = 1; o < (1 << lvl); o <<= 1) h = fmaxf(h, __shfl_xor_sync(0xffffffffu, h, o));
-        tau = fmaxf(-warp_max(-h), -FLT_MAX);
-      }
-      msk = 0u;
-      if (m1 >= tau) {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) msk |= (lv[e] >= tau) ? (1u << e) : 0u;
-      }
-      const int cnt = __popc(msk);
-      int incl = cnt;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += v;
-      }
-      n = __shfl_sync(0xffffffffu, incl, 31);
-      base = incl - cnt;
-      if (n <= L || lvl >= 5) break;
-      ++lvl;
-    }
-    if (n > L) {  // ties at the block maximum beyond the capacity: no list, bound l <= M
-      n = 0;
-      msk = 0u;
-      tau = (M == FLT_MAX) ? -neg_inf() : nextafterf(M, FLT_MAX);
-    }
-    // Write the list: the lane's values staged in shared memory (no dynamic register indexing).
-    if (msk) {
-      constexpr int VEC = Elt<DT>::VEC;
-      float4* st = reinterpret_cast<float4*>(s_stage[wid]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        st[j * 32 + lane] = make_float4(lv[4 * j], lv[4 * j + 1], lv[4 * j + 2], lv[4 * j + 3]);
-      do {
-        const int e = __ffs(msk) - 1;
-        msk &= msk - 1u;
-        const int col = blk * kB + (e / VEC) * 32 * VEC + lane * VEC + (e % VEC);
-        const float v = s_stage[wid][(e >> 2) * 128 + lane * 4 + (e & 3)];
-        lst[base++] = make_int2(col, __float_as_int(v));
-      } while (msk);
-    }
-    rec.ea = tau;
-    rec.pad = n;
-    // Top-p without top-k: the mass outside the list (Z1 of the finish).
-    if (q.p < 1.f && q.p > 0.f && !(q.k > 0 && q.k < P.V)) {
-      const float ma = xform(M, q.invT);
-      const float invT = q.invT;
-      float s = 0.f;
-      if (invT == 1.f) {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) {
-          const float x = ex2((lv[e] - ma) * kLog2e);
-          s += (lv[e] < tau) ? x : 0.f;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) {
-          const float x = ex2((xform(lv[e], invT) - ma) * kLog2e);
-          s += (lv[e] < tau) ? x : 0.f;
-        }
-      }
-      rec.sa = warp_sum(s);
-    }
-    if (P.want_stats && P.stats_guided) {
-      float s = 0.f, en = 0.f;
+    for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
+    float M = warp_max_nan(m1);
+    if (M != M || M == -neg_inf()) {
+      m1 = neg_inf();
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
-        const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
-        const float x = ex2(d);
-        s += x;
-        en = fmaf(x, d, en);
+        lv[e] = sanitize_fast(lv[e]);
+        m1 = fmaxf(m1, lv[e]);
       }
-      rec.sl = warp_sum(s);
-      rec.el = warp_sum(en) * kLn2;
+      M = warp_max(m1);
+    }
+    BlockRec rec;
+    rec.maxl = M;
+    rec.second = neg_inf();
+    rec.amax = INT_MAX;
+    rec.sa = rec.ea = rec.sl = rec.el = 0.f;
+    rec.pad = 0;
+    if (P.pass_top2 && M != neg_inf()) {
+      // Small grids (latency-bound): the block's runner-up (multiset) and first column of M here,
+      // which saves the finish its re-read of the maximum's block. Exact either way.
+      float b1 = neg_inf(), b2 = neg_inf();
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        b2 = fmaxf(b2, fminf(b1, lv[e]));
+        b1 = fmaxf(b1, lv[e]);
+      }
+      int am = INT_MAX;
+      if (b1 == M) {
+#pragma unroll
+        for (int e = 31; e >= 0; --e)
+          if (lv[e] == M) am = col_of<DT>(blk, lane, e);
+      }
+      const Top2 tb = warp_top2(Top2{b1, am, b2});
+      rec.second = tb.m2;
+      rec.amax = tb.i1;
+    }
+    constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+    if (M != neg_inf()) {
+      // Candidate list: every column with l >= tau; tau from the lane maxima (see finish_filtered).
+      const int L = P.cand_cap;
+      int2* lst = P.cand + ((long long)row * P.nblocks + blk) * L;
+      int lvl = P.cand_lvl0;
+      // Rows of <= 2 blocks keep every finite column, except small top-k: the columns at or
+      // above the smallest lane maximum (~120 of 1024 on Gaussian rows) settle it.
+      if (lvl < 0 && q.k > 0 && q.k <= 64) lvl = 0;
+      float tau;
+      int n, base;
+      unsigned msk;
+      for (;;) {
+        if (lvl < 0) {
+          tau = -FLT_MAX;
+        } else {
+          float h = m1;
+          for (int o = 1; o < (1 << lvl); o <<= 1) h = fmaxf(h, __shfl_xor_sync(0xffffffffu, h, o));
+          tau = fmaxf(-warp_max(-h), -FLT_MAX);
+        }
+        msk = 0u;
+        if (m1 >= tau) {
+          if constexpr (DT != 0) {
+            // bit e = (lv[e] >= tau): the sign of lv[e] - tau (exact: a difference of distinct
+            // floats is never zero, x - x is +0, and no NaN is left here), shifted in by one
+            // funnel shift per value
+#pragma unroll
+            for (int e = 31; e >= 0; --e)
+              msk = __funnelshift_l(__float_as_uint(__fsub_rn(lv[e], tau)), msk, 1);
+            msk = ~msk;
+          } else {  // (f32: the compare-and-select form measured faster)
+#pragma unroll
+            for (int e = 0; e < 32; ++e) msk |= (lv[e] >= tau) ? (1u << e) : 0u;
+          }
+        }
+        const int cnt = __popc(msk);
+        int incl = cnt;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= o) incl += v;
+        }
+        n = __shfl_sync(0xffffffffu, incl, 31);
+        base = incl - cnt;
+        if (n <= L || lvl >= 5) break;
+        ++lvl;
+      }
+      if (n > L) {  // ties at the block maximum beyond the capacity: no list, bound l <= M
+        n = 0;
+        msk = 0u;
+        tau = (M == FLT_MAX) ? -neg_inf() : nextafterf(M, FLT_MAX);
+      }
+      // Write the list: the lane's values staged in shared memory (no dynamic register indexing).
+      if (msk) {
+        constexpr int VEC = Elt<DT>::VEC;
+        float4* st = reinterpret_cast<float4*>(s_stage[wid]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          st[j * 32 + lane] = make_float4(lv[4 * j], lv[4 * j + 1], lv[4 * j + 2], lv[4 * j + 3]);
+        do {
+          const int e = __ffs(msk) - 1;
+          msk &= msk - 1u;
+          const int col = blk * kB + (e / VEC) * 32 * VEC + lane * VEC + (e % VEC);
+          const float v = s_stage[wid][(e >> 2) * 128 + lane * 4 + (e & 3)];
+          lst[base++] = make_int2(col, __float_as_int(v));
+        } while (msk);
+      }
+      rec.ea = tau;
+      rec.pad = n;
+      // Top-p without top-k: the mass outside the list (Z1 of the finish).
+      if (q.p < 1.f && q.p > 0.f && !(q.k > 0 && q.k < P.V)) {
+        const float ma = xform(M, q.invT);
+        const float invT = q.invT;
+        float s = 0.f;
+        if (invT == 1.f) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float x = ex2((lv[e] - ma) * kLog2e);
+            s += (lv[e] < tau) ? x : 0.f;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float x = ex2((xform(lv[e], invT) - ma) * kLog2e);
+            s += (lv[e] < tau) ? x : 0.f;
+          }
+        }
+        rec.sa = warp_sum(s);
+      }
+      if (P.want_stats && P.stats_guided) {
+        float s = 0.f, en = 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
+          const float x = ex2(d);
+          s += x;
+          en = fmaf(x, d, en);
+        }
+        rec.sl = warp_sum(s);
+        rec.el = warp_sum(en) * kLn2;
+      }
+    }
+    // cand_finish_kernel finishes the row after this kernel.
+    if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
+  };
+  if constexpr (DT == 0) {
+    float lv[32];
+    load_block_l<DT, false>(P, q, row, wi, lane, lv);
+    block(wi, lv);
+  } else {
+    const int bb0 = wi * fbpw, bb1 = min(bb0 + fbpw, P.nblocks);
+    const bool fastrow = P.vec_ok != 0 && !q.guided;
+    const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+    for (int blk = bb0; blk < bb1; ++blk) {
+      float lv[32];
+      if (fastrow && (blk + 1) * kB <= P.V) {
+        uint4 cr[NJ];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+          cr[j] = *reinterpret_cast<const uint4*>(crow + blk * kB + j * 32 * VEC + lane * VEC);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const T* ce = reinterpret_cast<const T*>(&cr[j]);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = Elt<DT>::cvt(ce[e]);
+        }
+        // The banned column, if it lies in this block: one lane patches it (unrolled).
+        const int bo = P.banned - blk * kB;
+        if (bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane) {
+          const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
+#pragma unroll
+          for (int e = 0; e < 32; ++e)
+            if (e == idx) lv[e] = neg_inf();
+        }
+      } else {
+        load_block_l<DT, false>(P, q, row, blk, lane, lv);
+      }
+      block(blk, lv);
     }
   }
-  // cand_finish_kernel finishes the row after this kernel.
-  if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
 }
 
 // Filtered rows after row_pass_kernel: one warp per row merges the
@@ -2692,6 +2752,20 @@ inline int plain_bpw(int num_rows, int nblocks) {
   while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
   return bpw;
 }
+// Consecutive blocks per warp of row_pass_kernel for 16-bit logits: up to kFilteredBpwMax, fewer
+// while that would leave < 2048 warps, one for rows of <= 2 blocks (their lists hold every
+// column: 4096 x 1025 bf16 min-p 143 us with one, 163 us with two). f32 takes one:
+// row_pass_kernel<f32> is compiled for one. Device A/B, H200, 2026-11-29 (median us, 1 -> 4
+// blocks per warp): 4096 x 262144 bf16 top-k 1134 -> 960, min-p 1276 -> 1107, 4096 x 151936
+// top-k 700 -> 596; f32 measured slower with several (1231 -> 1348 at 4096 x 262144 top-k).
+// The lists and records are per block whatever the grouping, so no output depends on it.
+constexpr int kFilteredBpwMax = 4;
+inline int filtered_bpw(int num_rows, int nblocks, int max_bpw) {
+  if (nblocks <= 2) return 1;
+  int bpw = max_bpw < 1 ? 1 : max_bpw;
+  while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
+  return bpw;
+}
 // Default dispatch (src/cuda_sample.cu; the host emulation, tests/emu/emu_sample.cpp, uses the
 // same functions):
 //  * rows one warp streams whole (nblocks <= bpw) are finished inside the pass from 1024 rows,
@@ -2736,7 +2810,9 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
       plain_finish_kernel<DT><<<(unsigned)P.num_rows, kRowWarps * 32, 0, s>>>(P);
   }
   if (run_filter && kUseCandidates && !P.direct_filter) {  // filtered rows: candidates from the streaming pass
-    const long long warps = (long long)P.num_rows * P.nblocks;
+    const int fbpw = DT == 0 ? 1 : (P.fbpw > 0 ? P.fbpw : 1);
+    P.fbpw = fbpw;
+    const long long warps = (long long)P.num_rows * ((P.nblocks + fbpw - 1) / fbpw);
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
     row_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
     cand_finish_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);

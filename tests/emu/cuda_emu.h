@@ -33,6 +33,10 @@ inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8)
 inline double __longlong_as_double(long long u) { double d; memcpy(&d, &u, 8); return d; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs(x); }
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  s &= 31;
+  return s ? (hi << s) | (lo >> (32 - s)) : hi;
+}
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 // Block-level sync and warp exchange.
 struct EmuBlock {

@@ -110,7 +110,7 @@ void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
 }
 
 int g_fb_total = 0, g_counter_bad = 0;
-struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1; } g_mode;
+struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1; } g_mode;
 void parse_mode(const char* s) {
   for (const char* p = s; *p;) {
     int* f = nullptr;
@@ -118,6 +118,7 @@ void parse_mode(const char* s) {
     else if (!strncmp(p, "top2=", 5)) f = &g_mode.top2;
     else if (!strncmp(p, "approx=", 7)) f = &g_mode.approx;
     else if (!strncmp(p, "direct=", 7)) f = &g_mode.direct;
+    else if (!strncmp(p, "fbpw=", 5)) f = &g_mode.fbpw;
     else if (!strncmp(p, "default", 7)) { p += 7; if (*p == ',') ++p; continue; }
     if (!f) { fprintf(stderr, "bad mode %s\n", p); exit(2); }
     p = strchr(p, '=') + 1;
@@ -174,7 +175,9 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   }
   P.smem_row = V <= kSmemRowMax;
   if (!P.direct_filter) {
-    const long long warps = (long long)rows * nb;
+    // (fbpw=N forces N blocks per warp: the emulation's batches are too small for the rule to)
+    P.fbpw = DT == 0 ? 1 : g_mode.fbpw > 0 ? g_mode.fbpw : filtered_bpw(P.num_rows, P.nblocks, kFilteredBpwMax);
+    const long long warps = (long long)rows * ((nb + P.fbpw - 1) / P.fbpw);
     emu_launch((unsigned)((warps + 7) / 8), 256, [&] { row_pass_kernel<DT>(P); });
     emu_launch((unsigned)((rows + 7) / 8), 256, [&] { cand_finish_kernel<DT>(P); });
     g_fb_total += *P.fb_count;
