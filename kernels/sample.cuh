@@ -15,10 +15,11 @@
 //    outputs. From 1024 rows, rows that one warp streams whole (nblocks <= bpw) are finished by
 //    that warp inside the pass instead (plain_pass_kernel<DT, true>, P.fuse_finish).
 //  * row_pass_kernel (filtered rows, kUseCandidates; launched only when filters may be on): one
-//    warp per block; each warp writes its block record (maximum, sums) and candidate list
-//    (columns at or above a threshold from the lane maxima). Then cand_finish_kernel, one warp per
-//    row, selects top-k / top-p / min-p on the merged lists when they provably hold the kept set
-//    (see finish_filtered), else hands the row to filter_kernel. (P.direct_filter, off by default:
+//    warp per block (f32) or per up to 4 consecutive blocks of a row (16-bit, P.fbpw); it writes
+//    each block's record (maximum, sums) and candidate list (columns at or above a threshold
+//    from the lane maxima). Then cand_finish_kernel, one warp per row, bounds the kept values
+//    from the records, selects top-k / top-p / min-p on the merged lists when they provably hold
+//    the kept set (see finish_filtered), else hands the row to filter_kernel. (P.direct_filter, off by default:
 //    no lists, filter_kernel takes every filtered row.)
 //  * filter_kernel: one 1024-thread CTA per row with top-k / top-p / min-p (with the candidate
 //    lists: only the rows they could not settle, a grid-stride loop). The row is held in
