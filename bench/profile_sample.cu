@@ -2,8 +2,6 @@
 // pick one launch. Usage: dds_profile_sample [f32|bf16] [V] [rows] [plain|topk|topp|minp] [calls]
 // Logits are sigma * N(0, 1), sigma = 2 (filled on the device). Prints the median call time
 // (CUDA events; unreliable under a profiler, which serialises and replays kernels).
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 #include <dds/dds.h>
 
 #include <algorithm>
@@ -12,16 +10,7 @@
 #include <cstring>
 #include <vector>
 
-__global__ void fill(void* p, size_t n, int bf16, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 0x2c1b3c6dU; h ^= h >> 12; h *= 0x297a2d39U; h ^= h >> 15;
-    unsigned g = h * 0x9e3779b9u + 0x7f4a7c15u; g ^= g >> 16; g *= 0x85ebca6bU; g ^= g >> 13;
-    const float u1 = ((h >> 8) + 1) * (1.f / 16777217.f), u2 = (g >> 8) * (1.f / 16777216.f);
-    const float x = 2.f * sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-    if (bf16) ((__nv_bfloat16*)p)[i] = __float2bfloat16(x); else ((float*)p)[i] = x;
-  }
-}
+#include "profile_common.h"
 
 int main(int argc, char** argv) {
   const int bf16 = argc > 1 && !std::strcmp(argv[1], "bf16");
@@ -61,23 +50,15 @@ int main(int argc, char** argv) {
   a.confidence = (float*)(out + 3 * rows);
   a.margin = (float*)(out + 4 * rows);
   a.entropy = (float*)(out + 5 * rows);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> t;
-  for (int i = 0; i < calls; ++i) {
+  const float med = median_call_us(calls, [&](int i) {
     a.step = i;
-    cudaEventRecord(e0);
-    if (dds_sample(s, &a, nullptr) != DDS_OK) { std::printf("dds_sample: %s\n", dds_last_error()); return 1; }
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
+    if (dds_sample(s, &a, nullptr) == DDS_OK) return true;
+    std::printf("dds_sample: %s\n", dds_last_error());
+    return false;
+  });
+  if (med < 0.f) return 1;
   std::printf("dds_profile_sample %s V=%d rows=%d %s: median %.1f us over %d calls\n", bf16 ? "bf16" : "f32", V,
-              rows, scen, t[t.size() / 2], calls);
+              rows, scen, med, calls);
   dds_destroy(s);
   return 0;
 }

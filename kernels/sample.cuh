@@ -2761,8 +2761,8 @@ inline int plain_bpw(int num_rows, int nblocks) {
 // top-k 700 -> 596; f32 measured slower with several (1231 -> 1348 at 4096 x 262144 top-k).
 // The lists and records are per block whatever the grouping, so no output depends on it.
 constexpr int kFilteredBpwMax = 4;
-inline int filtered_bpw(int num_rows, int nblocks, int max_bpw) {
-  if (nblocks <= 2) return 1;
+inline int filtered_bpw(int dtype, int num_rows, int nblocks, int max_bpw) {
+  if (dtype == 0 || nblocks <= 2) return 1;
   int bpw = max_bpw < 1 ? 1 : max_bpw;
   while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
   return bpw;

@@ -140,7 +140,7 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   static const int direct_env = env_knob("DDS_SAMPLE_DIRECT_FILTER", 0);
   static const int fbpw_env = env_knob("DDS_SAMPLE_FBPW", ksample::kFilteredBpwMax);
   P.bpw = ksample::plain_bpw(P.num_rows, P.nblocks);
-  P.fbpw = ksample::filtered_bpw(P.num_rows, P.nblocks, fbpw_env);
+  P.fbpw = ksample::filtered_bpw(a.dtype, P.num_rows, P.nblocks, fbpw_env);
   const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;
   const bool fuse = fuse_env >= 0 ? fuse_env != 0 : ksample::plain_fuse_default(a.num_rows, P.nblocks);
   P.fuse_finish = run_plain && fuse ? 1 : 0;

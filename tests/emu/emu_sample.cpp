@@ -176,7 +176,8 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   P.smem_row = V <= kSmemRowMax;
   if (!P.direct_filter) {
     // (fbpw=N forces N blocks per warp: the emulation's batches are too small for the rule to)
-    P.fbpw = DT == 0 ? 1 : g_mode.fbpw > 0 ? g_mode.fbpw : filtered_bpw(P.num_rows, P.nblocks, kFilteredBpwMax);
+    P.fbpw = g_mode.fbpw > 0 && DT != 0 ? g_mode.fbpw  // (row_pass_kernel<f32> takes one)
+                                          : filtered_bpw(DT, P.num_rows, P.nblocks, kFilteredBpwMax);
     const long long warps = (long long)rows * ((nb + P.fbpw - 1) / P.fbpw);
     emu_launch((unsigned)((warps + 7) / 8), 256, [&] { row_pass_kernel<DT>(P); });
     emu_launch((unsigned)((rows + 7) / 8), 256, [&] { cand_finish_kernel<DT>(P); });

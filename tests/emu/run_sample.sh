@@ -12,10 +12,8 @@
 #   (default: src/cuda_sample.cu's rules).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
-out=$(mktemp -d)
-python3 "$here/emu_gen.py" sample "$root/kernels/sample.cuh" "$out/sample_emu.cuh"
-g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" \
-    "$here/emu_sample.cpp" -o "$out/emu_sample" -L"$build" -ldds -Wl,-rpath,"$build"
+source "$here/emu_build.sh"
+emu_build sample "$build"
 if [ $# -gt 1 ] && [ "$2" != --quick ]; then
   "$out/emu_sample" "${@:2}"
   exit $?

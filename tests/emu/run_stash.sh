@@ -7,10 +7,8 @@
 #   dtype 0 f32 / 1 bf16 / 2 f16; variant 0 top-n, 1 own ids, 2 logits mode, 3 committed tokens.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
-out=$(mktemp -d)
-python3 "$here/emu_gen.py" stash "$root/kernels/stash.cuh" "$out/stash_emu.cuh"
-g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" \
-    "$here/emu_stash.cpp" -o "$out/emu_stash" -L"$build" -ldds -Wl,-rpath,"$build"
+source "$here/emu_build.sh"
+emu_build stash "$build"
 if [ $# -gt 1 ]; then
   "$out/emu_stash" "${@:2}"
   exit $?
