@@ -557,6 +557,24 @@ __device__ __forceinline__ void for_list(const int2* S, int nS, int lane, F f) {
   }
 }
 
+// Fixed-point masses of histogram bins (warp_select, radix_select) are kept as two 32-bit words
+// per bin, the low word's wrap-arounds carried into the high word by the thread whose add
+// wrapped (the atomic's return value tells it): a 64-bit atomic add on shared memory is a
+// compare-and-swap loop (ATOMS.CAST.SPIN.64 on sm_90), and on flat rows, where most columns fall
+// into a few bins, those loops dominated (flat top-p at 4096 x 262144 ran at 37x / 81x the
+// one-read time). The sum is the same integer (< 2^64 as before).
+__device__ __forceinline__ void mass_add(uint32_t* mlo, uint32_t* mhi, uint32_t bin,
+                                         unsigned long long m) {
+  const uint32_t lo = (uint32_t)m, hi = (uint32_t)(m >> 32);
+  const uint32_t old = atomicAdd(&mlo[bin], lo);
+  const uint32_t c = hi + ((uint32_t)(old + lo) < old ? 1u : 0u);
+  if (c) atomicAdd(&mhi[bin], c);
+}
+__device__ __forceinline__ unsigned long long mass_at(const uint32_t* mlo, const uint32_t* mhi,
+                                                      int bin) {
+  return ((unsigned long long)mhi[bin] << 32) + mlo[bin];
+}
+
 struct WSel {
   uint32_t key;                   // the selected key K
   long long above_cnt;            // entries with key > K
@@ -564,13 +582,19 @@ struct WSel {
   int eq_cnt;                     // entries with key == K
 };
 
+struct NoMass {
+  __device__ __forceinline__ unsigned long long operator()(uint32_t) const { return 0ull; }
+};
 // Warp radix select over the list S[0, nS) (global, written by this warp): among the entries
-// for which f(c, l, &key, &mass) is true, the key K at which the count (mode 0: reaching `need`)
-// or the fixed-point mass (mode 1: reaching `target`) accumulated from the largest key down
-// first reaches the goal. hist / hm: this warp's shared bins.
-template <typename F>
+// for which f(c, l, &key) is true, the key K at which the count (mode 0: reaching `need`) or the
+// fixed-point mass mf(key) (mode 1: reaching `target`; computed only for the entries inside the
+// current prefix) accumulated from the largest key down first reaches the goal. hist / hm: this
+// warp's shared bins (hm: kWBins 64-bit words, used as 2 x kWBins 32-bit ones).
+template <typename F, typename MF = NoMass>
 __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, double target,
-                            unsigned* hist, unsigned long long* hm, int lane, F f) {
+                            unsigned* hist, unsigned long long* hm, int lane, F f, MF mf = MF{}) {
+  uint32_t* mlo = reinterpret_cast<uint32_t*>(hm);  // bin masses: two 32-bit words (mass_add)
+  uint32_t* mhi = mlo + kWBins;
   uint32_t prefix = 0, pmask = 0;
   long long above_cnt = 0;
   unsigned long long above_mass = 0;
@@ -579,17 +603,17 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
     const int sh = 24 - 8 * pass;
     for (int i = lane; i < kWBins; i += 32) {
       hist[i] = 0u;
-      hm[i] = 0ull;
+      mlo[i] = 0u;
+      mhi[i] = 0u;
     }
     __syncwarp();
     for_list(S, nS, lane, [&](int c, float l) {
       uint32_t key;
-      unsigned long long ms;
-      if (!f(c, l, key, ms)) return;
-      if ((key & pmask) != prefix) return;
+      if (!f(c, l, key)) return;
+      if ((key & pmask) != prefix) return;  // the mass only for entries inside the prefix
       const uint32_t bin = (key >> sh) & 255u;
       atomicAdd(&hist[bin], 1u);
-      if (mode == 1) atomicAdd(&hm[bin], ms);
+      if (mode == 1) mass_add(mlo, mhi, bin, mf(key));
     });
     __syncwarp();
     // Lane L owns bins 255 - 8L down to 248 - 8L (descending keys across the lanes).
@@ -599,7 +623,7 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
     int last_ne = -1;
     for (int b = hi; b > hi - 8; --b) {
       lc += hist[b];
-      lm += hm[b];
+      if (mode == 1) lm += mass_at(mlo, mhi, b);
       if (hist[b]) last_ne = b;
     }
     long long pc = lc;
@@ -635,14 +659,15 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
       chosen = last_ne < 0 ? hi : last_ne;
       for (int b = hi; b > hi - 8; --b) {
         if (hist[b] == 0) continue;
+        const unsigned long long mb = mode == 1 ? mass_at(mlo, mhi, b) : 0ull;
         const bool reach = (mode == 0) ? (c + (long long)hist[b] >= need)
-                                       : ((double)(mm + hm[b]) >= target);
+                                       : ((double)(mm + mb) >= target);
         if (reach || b == last_ne) {
           chosen = b;
           break;
         }
         c += hist[b];
-        mm += hm[b];
+        mm += mb;
       }
       eqc = (int)hist[chosen];
     }
@@ -901,12 +926,11 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   bool applied_k = false;
   auto tie_cut = [&](uint32_t K, int rr) -> int {
     const WSel s = warp_select(S, nS, 0, rr, 0.0, hist, hm, lane,
-                               [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+                               [&](int c, float l, uint32_t& key) {
                                  const uint32_t kk = fkey(xform(l, invT));
                                  if (kk != K) return false;
                                  if (kk == kthr && c > cid) return false;
                                  key = ~(uint32_t)c;
-                                 ms = 0;
                                  return true;
                                });
     return (int)~s.key;
@@ -918,9 +942,8 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       ok = false;
     } else {
       const WSel s = warp_select(S, nS, 0, q.k, 0.0, hist, hm, lane,
-                                 [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+                                 [&](int c, float l, uint32_t& key) {
                                    key = fkey(xform(l, invT));
-                                   ms = 0;
                                    return true;
                                  });
       const int rr = q.k - (int)s.above_cnt;
@@ -944,6 +967,9 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
         inside = true;
       }
     } else {
+      auto mass_of = [&](uint32_t kk) {  // fixed-point mass of the column of key kk
+        return __double2ull_rn(exp((double)fkey_inv(kk) - md) * kMassScale);
+      };
       // Z1 = mass of K1 (fixed point): the part in S, plus the rest of the row when no top-k.
       unsigned long long zs = 0;
       for_list(S, nS, lane, [&](int c, float l) {
@@ -969,17 +995,15 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       const double target = (double)q.p * Z1;
       if ((double)zs >= target) {
         const WSel s = warp_select(S, nS, 1, 0, target, hist, hm, lane,
-                                   [&](int c, float l, uint32_t& key, unsigned long long& ms) {
-                                     const float a = xform(l, invT);
-                                     const uint32_t kk = fkey(a);
+                                   [&](int c, float l, uint32_t& key) {
+                                     const uint32_t kk = fkey(xform(l, invT));
                                      if (kk < kthr || (kk == kthr && c > cid)) return false;
                                      key = kk;
-                                     ms = __double2ull_rn(exp((double)a - md) * kMassScale);
                                      return true;
-                                   });
+                                   }, mass_of);
         const uint32_t K = s.key;
         const unsigned long long A = s.above_mass;
-        const double e = (double)__double2ull_rn(exp((double)fkey_inv(K) - md) * kMassScale);
+        const double e = (double)mass_of(K);
         long long nk;
         if ((double)A >= target) nk = 1;
         else nk = (long long)ceil((target - (double)A) / e);
@@ -1961,7 +1985,9 @@ struct FilterSmem {
   float cand_l[kCandCap];
   int ncand;
   uint32_t cnt[kHistBins];
-  unsigned long long mass[kHistBins];
+  uint32_t mlo[kHistBins];  // bin masses (radix_select, mode 1): low and high 32-bit words
+  uint32_t mhi[kHistBins];
+  unsigned long long red64[96];  // 64-bit reduction scratch (three 32-warp arrays)
   double redd[32];
   int redi[32];
   float redf[32];
@@ -1975,6 +2001,8 @@ struct FilterSmem {
   int sel_above_cnt;
   int sel_eq_cnt;
   unsigned long long sel_eq_mass;
+  double sel_target;  // mode 1 target of the last radix_select (frac >= 0: computed there)
+  uint32_t sel_prefix, sel_pmask;  // radix_select stopped before its last pass: its state
 };
 
 constexpr int kUnroll = 2;                       // groups of VEC columns in flight per thread
@@ -2045,35 +2073,49 @@ struct CandSrc {
   }
 };
 
-// CTA-wide radix select: among the columns for which f(t, l, &key, &mass) returns true, finds
-// the key K at which the count (mode 0: reaching `need`) or the fixed-point mass (mode 1:
-// reaching `target`) accumulated from the largest key down first reaches the goal. Results in sm:
-// sel_key = K, sel_above_cnt / sel_above_mass = strictly above K, sel_eq_cnt = count at K.
-template <typename Src, typename F>
+// CTA-wide radix select: among the columns for which f(t, l, &key) returns true, finds the key
+// K at which the count (mode 0: reaching `need`) or the fixed-point mass mf(key) (mode 1:
+// reaching `target`; frac >= 0: target = frac x the mass of every such column, computed in the
+// first pass) accumulated from the largest key down first reaches the goal. The mass is computed
+// only for columns inside the current prefix (first pass: all of them; later passes: one bin's).
+// Results in sm: sel_key = K, sel_above_cnt / sel_above_mass = strictly above K, sel_eq_cnt =
+// count at K. Passes [pass_begin, pass_end) of the three (digits of 11, 11, 10 bits) only: a call
+// that stops early leaves its state (sel_prefix / sel_pmask, the chosen digit's bin in sel_key,
+// the sums above it, sel_target) for a call that resumes at pass_end, e.g. on another source.
+template <typename Src, typename F, typename MF = NoMass>
 __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long need,
-                             double target, F f) {
+                             double target, F f, MF mf = MF{}, double frac = -1.0,
+                             int pass_begin = 0, int pass_end = 3) {
   const int tid = threadIdx.x;
   uint32_t prefix = 0, pmask = 0;
   long long above_cnt = 0;
   unsigned long long above_mass = 0;
+  if (pass_begin > 0) {
+    prefix = sm.sel_prefix;
+    pmask = sm.sel_pmask;
+    above_cnt = sm.sel_above_cnt;
+    above_mass = sm.sel_above_mass;
+    target = sm.sel_target;
+    __syncthreads();
+  }
   const int shifts[3] = {21, 10, 0};
   const int widths[3] = {11, 11, 10};
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = pass_begin; pass < pass_end; ++pass) {
     const int sh = shifts[pass];
     const uint32_t wmask = (1u << widths[pass]) - 1u;
     for (int i = tid; i < kHistBins; i += blockDim.x) {
       sm.cnt[i] = 0;
-      sm.mass[i] = 0;
+      sm.mlo[i] = 0;
+      sm.mhi[i] = 0;
     }
     __syncthreads();
     src.for_each([&](int t, float l) {
       uint32_t key;
-      unsigned long long m;
-      if (!f(t, l, key, m)) return;
+      if (!f(t, l, key)) return;
       if ((key & pmask) != prefix) return;
       const uint32_t bin = (key >> sh) & wmask;
       atomicAdd(&sm.cnt[bin], 1u);
-      if (mode == 1) atomicAdd(&sm.mass[bin], m);
+      if (mode == 1) mass_add(sm.mlo, sm.mhi, bin, mf(key));
     });
     __syncthreads();
     if (tid < 32) {
@@ -2086,7 +2128,7 @@ __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long
       int last_nonempty = -1;
       for (int b = hi; b > hi - per; --b) {
         lc += sm.cnt[b];
-        lm += sm.mass[b];
+        if (mode == 1) lm += mass_at(sm.mlo, sm.mhi, b);
         if (sm.cnt[b]) last_nonempty = b;
       }
       long long pc = lc;
@@ -2100,6 +2142,8 @@ __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long
           pm += m2;
         }
       }
+      if (mode == 1 && pass == 0 && frac >= 0.0)
+        target = frac * (double)__shfl_sync(0xffffffffu, pm, 31);  // every column is in
       const long long ec = pc - lc;
       const unsigned long long em = pm - lm;
       bool hit;
@@ -2119,20 +2163,21 @@ __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long
         int chosen = last_nonempty < 0 ? hi : last_nonempty;
         for (int b = hi; b > hi - per; --b) {
           if (sm.cnt[b] == 0) continue;
-          const bool reach = (mode == 0) ? (c + sm.cnt[b] >= need)
-                                         : ((double)(m + sm.mass[b]) >= target);
+          const unsigned long long mb = mode == 1 ? mass_at(sm.mlo, sm.mhi, b) : 0ull;
+          const bool reach = (mode == 0) ? (c + sm.cnt[b] >= need) : ((double)(m + mb) >= target);
           if (reach || b == last_nonempty) {
             chosen = b;
             break;
           }
           c += sm.cnt[b];
-          m += sm.mass[b];
+          m += mb;
         }
         sm.sel_key = (uint32_t)chosen;
         sm.sel_above_cnt = (int)c;
         sm.sel_above_mass = m;
         sm.sel_eq_cnt = (int)sm.cnt[chosen];
-        sm.sel_eq_mass = sm.mass[chosen];
+        sm.sel_eq_mass = mode == 1 ? mass_at(sm.mlo, sm.mhi, chosen) : 0ull;
+        sm.sel_target = target;
       }
     }
     __syncthreads();
@@ -2142,7 +2187,14 @@ __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long
     above_mass = sm.sel_above_mass;
     __syncthreads();
   }
-  if (tid == 0) sm.sel_key = prefix;
+  if (pass_end < 3) {
+    if (tid == 0) {
+      sm.sel_prefix = prefix;
+      sm.sel_pmask = pmask;
+    }
+  } else if (tid == 0) {
+    sm.sel_key = prefix;
+  }
   __syncthreads();
 }
 
@@ -2266,10 +2318,9 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     uint32_t tau = 0;
     if (q.k > 0 && q.k < n0 && q.k <= n_tf && n0 > kCandCap) {
       CandSrc ts{nullptr, sm.tmax, (int)blockDim.x};
-      radix_select(sm, ts, 0, q.k, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+      radix_select(sm, ts, 0, q.k, 0.0, [&](int c, float l, uint32_t& key) {
         if (l == neg_inf()) return false;
         key = fkey(xform(l, invT));
-        ms = 0;
         return true;
       });
       tau = sm.sel_key;
@@ -2296,27 +2347,26 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     __syncthreads();
     cand = sm.ncand <= kCandCap;
   }
-  const CandSrc csrc{sm.cand_id, sm.cand_l, cand ? sm.ncand : 0};
+  CandSrc csrc{sm.cand_id, sm.cand_l, cand ? sm.ncand : 0};
 
   auto select = [&](const auto& S) {
-    // The rr-th smallest id among the columns at key K inside the current prefix.
-    auto tie_cut = [&](uint32_t K, int rr) -> int {
-      radix_select(sm, S, 0, rr, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+    // The rr-th smallest id among the columns at key K inside the current prefix (of source T).
+    auto tie_cut_in = [&](const auto& T, uint32_t K, int rr) -> int {
+      radix_select(sm, T, 0, rr, 0.0, [&](int c, float l, uint32_t& key) {
         if (l == neg_inf()) return false;
         const uint32_t kk = fkey(xform(l, invT));
         if (kk != K) return false;
         if (kk == kthr && c > cid) return false;
         key = ~(uint32_t)c;
-        ms = 0;
         return true;
       });
       return (int)~sm.sel_key;
     };
+    auto tie_cut = [&](uint32_t K, int rr) -> int { return tie_cut_in(S, K, rr); };
     if (q.k > 0 && q.k < n0) {
-      radix_select(sm, S, 0, q.k, 0.0, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+      radix_select(sm, S, 0, q.k, 0.0, [&](int c, float l, uint32_t& key) {
         if (l == neg_inf()) return false;
         key = fkey(xform(l, invT));
-        ms = 0;
         return true;
       });
       const uint32_t K = sm.sel_key;
@@ -2335,49 +2385,62 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
         kthr = K;
         cid = c2;
       } else {
-        // Z1 over the current prefix, in fixed point.
-        unsigned long long z = 0;
-        S.for_each([&](int c, float l) {
-          if (l == neg_inf()) return;
-          const float a = xform(l, invT);
-          const uint32_t kk = fkey(a);
-          if (kk < kthr || (kk == kthr && c > cid)) return;
-          z += __double2ull_rn(exp((double)a - md) * kMassScale);
-        });
-  #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
-        if (lane == 0) sm.mass[warp] = z;
-        __syncthreads();
-        if (warp == 0) {
-          unsigned long long w = sm.mass[lane];
-  #pragma unroll
-          for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-          if (lane == 0) sm.sel_above_mass = w;
-        }
-        __syncthreads();
-        const double target = (double)q.p * (double)sm.sel_above_mass;
-        __syncthreads();
-        radix_select(sm, S, 1, 0, target, [&](int c, float l, uint32_t& key, unsigned long long& ms) {
+        // Z1 over the current prefix (fixed point) is the first pass's total: target = p Z1.
+        auto mass_of = [&](uint32_t kk) {
+          return __double2ull_rn(exp((double)fkey_inv(kk) - md) * kMassScale);
+        };
+        auto in_prefix = [&](int c, float l, uint32_t& key) {
           if (l == neg_inf()) return false;
-          const float a = xform(l, invT);
-          const uint32_t kk = fkey(a);
+          const uint32_t kk = fkey(xform(l, invT));
           if (kk < kthr || (kk == kthr && c > cid)) return false;
           key = kk;
-          ms = __double2ull_rn(exp((double)a - md) * kMassScale);
           return true;
-        });
+        };
+        bool listed = false;
+        if (!cand) {
+          // The row itself: after the first digit, when the columns at or above the boundary
+          // digit fit the shared list, one more pass over the row lists them, and the other
+          // digits, the tie cut and the kept sums run on the list (3 reads of the row instead of
+          // 5 where the nucleus is not a large share of the row).
+          radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p, 0, 1);
+          const uint32_t bd = sm.sel_key;  // the boundary digit (key bits 31..21)
+          const long long upto = (long long)sm.sel_above_cnt + sm.sel_eq_cnt;
+          __syncthreads();
+          if (upto <= kCandCap) {
+            if (tid == 0) sm.ncand = 0;
+            __syncthreads();
+            S.for_each([&](int c, float l) {
+              uint32_t kk;
+              if (!in_prefix(c, l, kk) || (kk >> 21) < bd) return;
+              const int j = atomicAdd(&sm.ncand, 1);
+              if (j < kCandCap) {
+                sm.cand_id[j] = c;
+                sm.cand_l[j] = l;
+              }
+            });
+            __syncthreads();
+            listed = true;
+            cand = true;
+            csrc.n = min(sm.ncand, kCandCap);
+            radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          } else {
+            radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          }
+        } else {
+          radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p);
+        }
+        const double target = sm.sel_target;
         const uint32_t K = sm.sel_key;
         const unsigned long long A = sm.sel_above_mass;
         const int eq = sm.sel_eq_cnt;
         __syncthreads();
-        const uint32_t ub = (K & 0x80000000u) ? (K & 0x7fffffffu) : ~K;  // fkey^-1
-        const double e = (double)__double2ull_rn(exp((double)__uint_as_float(ub) - md) * kMassScale);
+        const double e = (double)mass_of(K);
         long long nk;
         if ((double)A >= target) nk = 1;
         else nk = (long long)ceil((target - (double)A) / e);
         if (nk < 1) nk = 1;
         if (nk < eq) {
-          cid = tie_cut(K, (int)nk);
+          cid = listed ? tie_cut_in(csrc, K, (int)nk) : tie_cut(K, (int)nk);
         } else if (K != kthr) {
           cid = INT_MAX;
         }
@@ -2495,16 +2558,16 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   El = warp_sumd(El);
   if (lane == 0) {
     sm.redd[warp] = Z;
-    sm.mass[warp] = (unsigned long long)__double_as_longlong(E);
-    sm.mass[32 + warp] = (unsigned long long)__double_as_longlong(Zl);
-    sm.mass[64 + warp] = (unsigned long long)__double_as_longlong(El);
+    sm.red64[warp] = (unsigned long long)__double_as_longlong(E);
+    sm.red64[32 + warp] = (unsigned long long)__double_as_longlong(Zl);
+    sm.red64[64 + warp] = (unsigned long long)__double_as_longlong(El);
     sm.cnt[warp] = (uint32_t)nk;
   }
   __syncthreads();
   if (warp == 0) {
-    double z = sm.redd[lane], e = __longlong_as_double((long long)sm.mass[lane]);
-    double zl = __longlong_as_double((long long)sm.mass[32 + lane]);
-    double elv = __longlong_as_double((long long)sm.mass[64 + lane]);
+    double z = sm.redd[lane], e = __longlong_as_double((long long)sm.red64[lane]);
+    double zl = __longlong_as_double((long long)sm.red64[32 + lane]);
+    double elv = __longlong_as_double((long long)sm.red64[64 + lane]);
     int n = (int)sm.cnt[lane];
     z = warp_sumd(z);
     e = warp_sumd(e);

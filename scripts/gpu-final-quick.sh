@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Shorter than gpu-final.sh (one device budget): the C GPU tests (test_gpu_verify without its
-# 1e5-trial case), dds_bench --only sample / stash, memcheck of the sample sanitizer case, the
-# Python GPU suite; logs under $OUT, a digest on stdout. Carry .gpu-artifacts/build (scripts/
+# 1e5-trial case), dds_bench --only sample / stash, memcheck and racecheck of the sample sanitizer
+# case, the Python GPU suite, and (step ab) an A/B of dds_profile_sample shapes (AB_SHAPES, as
+# scripts/ab-sample.sh takes them) between the libdds in .gpu-artifacts/base and the new one;
+# logs under $OUT, a digest on stdout. STEPS="tests ab" runs those steps only. Carry .gpu-artifacts/build (scripts/
 # prep-gpu-final.sh) and bindings/python/_generated.
 B=$PWD/.gpu-artifacts/build; export B LD_LIBRARY_PATH=$B
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; export OUT
@@ -11,4 +13,6 @@ s tests 240 'set -o pipefail; rc=0; for t in test_gpu_sample test_gpu_shard test
 TL=3 s bench 230 "$B/dds_bench --only sample"
 TL=3 s stash 70 "$B/dds_bench --only stash"
 s memcheck 100 "set -o pipefail; compute-sanitizer --tool memcheck --error-exitcode 3 $B/test_gpu_sample -tc='*sanitizer*' | tail -4"
+s racecheck 150 "set -o pipefail; compute-sanitizer --tool racecheck --error-exitcode 3 $B/test_gpu_sample -tc='*sanitizer*' | tail -4"
+TL=40 s ab 300 "KNOB=LIB VALUES='$PWD/.gpu-artifacts/base $B' SHAPES='${AB_SHAPES:-f32 262144 4096 topp}' CALLS=${AB_CALLS:-15} bash scripts/ab-sample.sh"
 s python 150 "DDS_PY_GPU_LOG=none DDS_PY_LIB=$B/libdds.so.0 bash bindings/python/gpu-test.sh"
