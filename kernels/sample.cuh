@@ -1977,6 +1977,9 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
 // ------------------------------------------------------------------------------------------------
 // Filtered rows: one CTA per row.
 constexpr int kCandCap = 4096;  // candidate list of the filter kernel (ids + l values)
+// Rows longer than kSmemRowMax are not held in shared memory: that space then holds a longer list
+// (the boundary digit's columns of a wide top-p nucleus), ids then l values.
+constexpr int kBigListCap = kSmemRowMax / 2;
 constexpr bool kFilterCtaList = true;  // filter kernel: in-CTA candidate list (top-k / short rows)
 
 struct FilterSmem {
@@ -2348,6 +2351,37 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     cand = sm.ncand <= kCandCap;
   }
   CandSrc csrc{sm.cand_id, sm.cand_l, cand ? sm.ncand : 0};
+  // The min-p threshold (a >= amin is kept) depends on m only.
+  float amin = neg_inf();
+  if (q.minp > 0.f) {
+    if (tid == 0) {
+      const double lm = log((double)q.minp);
+      float x = (float)(md + lm);
+      if (x > m) x = m;
+      int it = 0;
+      while (it++ < 64 && !(exp((double)x - md) >= (double)q.minp)) x = nextafterf(x, FLT_MAX);
+      it = 0;
+      while (it++ < 64) {
+        const float y = nextafterf(x, -FLT_MAX);
+        if (exp((double)y - md) >= (double)q.minp) x = y;
+        else break;
+      }
+      sm.redf[0] = x;
+    }
+    __syncthreads();
+    amin = sm.redf[0];
+    __syncthreads();
+  }
+  const int nb = P.nblocks;
+  unsigned long long* bsum = reinterpret_cast<unsigned long long*>(P.recs + (long long)row * nb);  // [nb][4]
+  constexpr double kFix = 1099511627776.0;  // 2^40
+  constexpr float kLog2e = 1.4426950408889634f;
+  // Kept sums gathered during the selection (the boundary pass of wide top-p nuclei, below):
+  // this thread's fixed-point parts, added to the list's in the final sums.
+  bool pre_sums = false;
+  unsigned long long pre_zf = 0;
+  long long pre_ef = 0;
+  int pre_nk = 0;
 
   auto select = [&](const auto& S) {
     // The rr-th smallest id among the columns at key K inside the current prefix (of source T).
@@ -2404,7 +2438,8 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
           // 5 where the nucleus is not a large share of the row).
           radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p, 0, 1);
           const uint32_t bd = sm.sel_key;  // the boundary digit (key bits 31..21)
-          const long long upto = (long long)sm.sel_above_cnt + sm.sel_eq_cnt;
+          const int eqn = sm.sel_eq_cnt;   // columns in it
+          const long long upto = (long long)sm.sel_above_cnt + eqn;
           __syncthreads();
           if (upto <= kCandCap) {
             if (tid == 0) sm.ncand = 0;
@@ -2422,6 +2457,67 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
             listed = true;
             cand = true;
             csrc.n = min(sm.ncand, kCandCap);
+            radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          } else if (!P.stats_guided &&
+                     eqn <= (P.smem_row ? kCandCap : kBigListCap)) {
+            // A wide nucleus: one pass over the row adds the columns above the boundary digit
+            // (all kept but for min-p) to the kept sums, per 1024-block in fixed point, and
+            // lists the boundary digit's columns; the other digits, the tie cut and the rest of
+            // the sums run on that list. 3 reads of the row instead of 5.
+            int* lid = P.smem_row ? sm.cand_id : reinterpret_cast<int*>(smem_raw + sizeof(FilterSmem));
+            float* ll = P.smem_row ? sm.cand_l : reinterpret_cast<float*>(lid + kBigListCap);
+            const int lcap = P.smem_row ? kCandCap : kBigListCap;
+            for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
+            if (tid == 0) sm.ncand = 0;
+            __syncthreads();
+            constexpr int kCh = 32 * VEC;
+            const int step = blockDim.x * VEC;
+            const int Vr = (V + kCh - 1) / kCh * kCh;
+            for (int b0 = tid * VEC; b0 < Vr; b0 += step * kUnroll) {
+              float lv[kUnroll][VEC];
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) src.group(b0 + k * step, lv[k]);
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) {
+                const int base = b0 + k * step;
+                const int chunk0 = base - lane * VEC;  // warp-uniform, inside one 1024-block
+                if (chunk0 >= Vr) break;
+                unsigned long long cs = 0;
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                  uint32_t kk;
+                  if (!in_prefix(base + e, lv[k][e], kk)) continue;
+                  const uint32_t dg = kk >> 21;
+                  if (dg > bd) {
+                    const float a = fkey_inv(kk);
+                    if (a >= amin) {
+                      const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
+                      const float x = ex2(d2);
+                      cs += __double2ull_rn((double)x * kFix);
+                      pre_ef += __double2ll_rn((double)(x * d2) * (0.6931471805599453 * kFix));
+                      ++pre_nk;
+                    }
+                  } else if (dg == bd) {
+                    const int j = atomicAdd(&sm.ncand, 1);
+                    if (j < lcap) {
+                      lid[j] = base + e;
+                      ll[j] = lv[k][e];
+                    }
+                  }
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
+                if (lane == 0 && cs) {
+                  atomicAdd(&bsum[(chunk0 >> 10) * 4], cs);
+                  pre_zf += cs;
+                }
+              }
+            }
+            __syncthreads();
+            listed = true;
+            cand = true;
+            pre_sums = true;
+            csrc = CandSrc{lid, ll, min(sm.ncand, lcap)};
             radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
           } else {
             radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
@@ -2450,26 +2546,6 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   };
   if (cand) select(csrc);
   else select(src);
-  float amin = neg_inf();
-  if (q.minp > 0.f) {
-    if (tid == 0) {
-      const double lm = log((double)q.minp);
-      float x = (float)(md + lm);
-      if (x > m) x = m;
-      int it = 0;
-      while (it++ < 64 && !(exp((double)x - md) >= (double)q.minp)) x = nextafterf(x, FLT_MAX);
-      it = 0;
-      while (it++ < 64) {
-        const float y = nextafterf(x, -FLT_MAX);
-        if (exp((double)y - md) >= (double)q.minp) x = y;
-        else break;
-      }
-      sm.redf[0] = x;
-    }
-    __syncthreads();
-    amin = sm.redf[0];
-    __syncthreads();
-  }
   auto in_k = [&](int c, float a) -> bool {
     const uint32_t kk = fkey(a);
     return (kk > kthr || (kk == kthr && c <= cid)) && a >= amin;
@@ -2477,7 +2553,6 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 
   // Final pass: kept sums per warp-chunk of 32*VEC columns (deterministic: stored per slot in
   // the row's block records, 8 floats per 1024-block), processed and guided statistics.
-  const int nb = P.nblocks;
   float* part = reinterpret_cast<float*>(P.recs + (long long)row * nb);  // [nb][8]
   constexpr int kChunk = 32 * VEC;
   constexpr int kSlots = kB / kChunk;  // 8 (f32) or 4 (16-bit)
@@ -2485,15 +2560,16 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   double Z = 0, E = 0, Zl = 0, El = 0;
   int nk = 0;
   const bool cand_sums = cand && !P.stats_guided;
-  unsigned long long* bsum = reinterpret_cast<unsigned long long*>(P.recs + (long long)row * nb);  // [nb][4]
-  constexpr double kFix = 1099511627776.0;  // 2^40
   if (cand_sums) {
-    // Sums over the kept set from the candidate list, in 64-bit fixed point (order-independent).
-    for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
-    __syncthreads();
-    unsigned long long zf = 0;
-    long long ef = 0;
-    constexpr float kLog2e = 1.4426950408889634f;
+    // Sums over the kept set from the candidate list, in 64-bit fixed point (order-independent),
+    // added to those of the boundary pass (pre_sums: the columns above the list's digit).
+    if (!pre_sums) {
+      for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
+      __syncthreads();
+    }
+    unsigned long long zf = pre_zf;
+    long long ef = pre_ef;
+    nk = pre_nk;
     for (int j = tid; j < csrc.n; j += blockDim.x) {
       const int c = csrc.id[j];
       const float a = xform(csrc.l[j], invT);
@@ -2789,8 +2865,10 @@ __global__ void status_kernel(SampleParams P) {
 
 // ------------------------------------------------------------------------------------------------
 // Host side
+// The filter kernel's dynamic shared memory: FilterSmem, then the row (smem_row) or the long list
+// (kBigListCap ids and l values; 1024 threads of 64 registers leave one CTA per SM anyway).
 inline size_t filter_smem_bytes(int V, bool smem_row) {
-  return sizeof(FilterSmem) + (smem_row ? (size_t)V * sizeof(float) : 0);
+  return sizeof(FilterSmem) + (smem_row ? (size_t)V * sizeof(float) : (size_t)kBigListCap * 8);
 }
 
 // The largest dynamic shared memory any launch of the filter kernel asks for. Set once per

@@ -1,10 +1,11 @@
 // Host-emulated CUDA dds_sample kernels (kernels/sample.cuh, see run_sample.sh) against the CPU
-// backend: a mixed batch of 20 row kinds (top-k / top-p / min-p / greedy / guided / ties / flat /
+// backend: a mixed batch of 22 row kinds (top-k / top-p / min-p / greedy / guided / ties / flat /
 // -inf / NaN rows, per-request arrays), every output incl. probs compared (tokens, argmax, status
 // exact; statistics within 1e-5 relative). The dispatch fields of the parameter block follow
 // src/cuda_sample.cu unless the mode argument forces them (fuse, top2, approx, direct).
 // Usage: emu_sample V rows dtype(0 f32, 1 bf16) stats(0 processed, 1 guided) [tscale [mode]]
-//   mode: comma list of fuse=0|1, top2=0|1, approx=0|1, direct=0|1 (default: the library's rule)
+//   mode: comma list of fuse=0|1, top2=0|1, approx=0|1, direct=0|1, fbpw=N, srow=0|1 (default:
+//   the library's rule)
 #include "cuda_emu_sample.h"
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -38,7 +39,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   for (int r = 0; r < rows; ++r) {
     float T = 1.f, g = 0.f, p = 1.f, mp = 0.f, sigma = 2.f;
     int k = 0, uo = -1, kind = 0;
-    switch (r % 20) {
+    switch (r % 22) {
       case 0: k = 50; break;
       case 1: k = 1; break;
       case 2: k = 1024; break;
@@ -59,6 +60,10 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
       case 17: k = 3; mp = 0.1f; kind = 4; break;
       case 18: p = 0.9f; kind = 5; break;
       case 19: k = 50; kind = 6; break;
+      // Wide nuclei on sigma-2 rows: the candidates cannot settle them (filter kernel's
+      // boundary pass: the columns above the boundary digit summed, the digit's listed).
+      case 20: p = 0.9f; break;
+      case 21: T = 0.8f; p = 0.95f; mp = 0.002f; break;
     }
     if (T > 0.f) T *= g_tscale;
     pb.T.push_back(T); pb.G.push_back(g); pb.P.push_back(p); pb.MP.push_back(mp); pb.K.push_back(k);
@@ -110,7 +115,7 @@ void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
 }
 
 int g_fb_total = 0, g_counter_bad = 0;
-struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1; } g_mode;
+struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1, srow = -1; } g_mode;
 void parse_mode(const char* s) {
   for (const char* p = s; *p;) {
     int* f = nullptr;
@@ -119,6 +124,7 @@ void parse_mode(const char* s) {
     else if (!strncmp(p, "approx=", 7)) f = &g_mode.approx;
     else if (!strncmp(p, "direct=", 7)) f = &g_mode.direct;
     else if (!strncmp(p, "fbpw=", 5)) f = &g_mode.fbpw;
+    else if (!strncmp(p, "srow=", 5)) f = &g_mode.srow;
     else if (!strncmp(p, "default", 7)) { p += 7; if (*p == ',') ++p; continue; }
     if (!f) { fprintf(stderr, "bad mode %s\n", p); exit(2); }
     p = strchr(p, '=') + 1;
@@ -173,7 +179,9 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
       else emu_launch((unsigned)P.num_rows, 256, [&] { plain_finish_kernel<DT>(P); });
     }
   }
-  P.smem_row = V <= kSmemRowMax;
+  // (srow=0: the filter kernel reads the row from global memory and lists in shared memory, as
+  // for V > kSmemRowMax)
+  P.smem_row = g_mode.srow >= 0 ? g_mode.srow : V <= kSmemRowMax;
   if (!P.direct_filter) {
     // (fbpw=N forces N blocks per warp: the emulation's batches are too small for the rule to)
     P.fbpw = g_mode.fbpw > 0 && DT != 0 ? g_mode.fbpw  // (row_pass_kernel<f32> takes one)

@@ -8,7 +8,8 @@
 #        tests/emu/run_sample.sh <build dir> --quick                    5 cases (~30 s; CI)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: comma list of fuse=0|1, top2=0|1,
-#   approx=0|1, direct=0|1, fbpw=N (blocks per warp of the filtered pass, 16-bit dtypes)
+#   approx=0|1, direct=0|1, fbpw=N (blocks per warp of the filtered pass, 16-bit dtypes), srow=0
+#   (filter_kernel re-reads the row from global memory, as for V > 40960)
 #   (default: src/cuda_sample.cu's rules).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -22,15 +23,15 @@ rc=0
 if [ "${2:-}" = --quick ]; then
   # One case per dispatch choice, both dtypes and statistics modes.
   for cm in "1025 40 0 1 fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0,approx=0" \
-            "5000 40 1 1 direct=1" "40000 20 1 0 fbpw=3"; do
+            "5000 40 1 1 direct=1" "40000 22 1 0 fbpw=3" "40000 22 0 0 srow=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
 else
   # V: 1 block + 1 column (the list is the row), 5 blocks, 40 blocks (two warps' worth of
   # blocks); both dtypes, both statistics modes; the modes flip every dispatch choice once.
-  for c in "1025 40 0 0" "1025 40 1 1" "5000 40 0 0" "5000 40 1 0" "5000 40 0 1" "40000 20 1 0"; do
-    for m in default fuse=1 fuse=1,top2=1 top2=0,approx=0,fbpw=3 direct=1; do
+  for c in "1025 40 0 0" "1025 40 1 1" "5000 40 0 0" "5000 40 1 0" "5000 40 0 1" "40000 22 1 0"; do
+    for m in default fuse=1 fuse=1,top2=1 top2=0,approx=0,fbpw=3,srow=0 direct=1 direct=1,srow=0; do
       "$out/emu_sample" $c 1 "$m" 2>/dev/null | tail -1 || rc=1
     done
   done
