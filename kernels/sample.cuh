@@ -2262,18 +2262,53 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   src.banned = P.banned;
   src.V = V;
 
-  // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row.
+  // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row. A row the
+  // candidates' finish sent here (its block records intact) without top-k and not held in shared
+  // memory skips it: the maximum, first argmax and runner-up come from the block records and the
+  // maximum's block, as in that finish (n0, unknown, only bounds top-k and the short-row list:
+  // V stands for it). Saves one of the three reads of a wide top-p nucleus.
+  const bool recs_head = kUseCandidates && !P.direct_filter && !srow && (q.k <= 0 || q.k >= V);
   Top2 t{neg_inf(), INT_MAX, neg_inf()};
-  int n0 = 0;
-  src.for_each([&](int c, float v) {
-    if (srow) srow[c] = v;
-    if (v == neg_inf()) return;
-    ++n0;
-    Top2 o{v, c, neg_inf()};
-    t = top2_merge(t, o);
-  });
-  sm.tmax[tid] = t.m1;
-  const int n_tf = __syncthreads_count(t.m1 != neg_inf());
+  int n0 = 0, n_tf = 0;
+  Top2 rec{neg_inf(), INT_MAX, neg_inf()};  // recs_head: over the block records
+  if (recs_head) {
+    if (warp == 0) {
+      const BlockRec* recs = P.recs + (long long)row * P.nblocks;
+      for (int b = lane; b < P.nblocks; b += 32) {
+        const float m1 = __ldcg(&recs[b].maxl);
+        if (m1 == neg_inf()) continue;
+        Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b,
+               P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
+        rec = top2_merge(rec, o);
+      }
+      rec = warp_top2(rec);
+      if (lane == 0) {
+        sm.resf[2] = rec.m1;
+        sm.resi = rec.i1;
+        sm.resf[1] = rec.m2;
+      }
+    }
+    __syncthreads();
+    rec = Top2{sm.resf[2], sm.resi, sm.resf[1]};
+    __syncthreads();
+    // Without top-2 records: the maximum's block (one column per thread) for its first column
+    // and its runner-up.
+    const int c = rec.i1 * kB + tid;
+    if (rec.m1 != neg_inf() && !P.pass_top2 && tid < kB && c < V) {
+      const float v = src.l(c);
+      if (v != neg_inf()) t = Top2{v, c, neg_inf()};
+    }
+  } else {
+    src.for_each([&](int c, float v) {
+      if (srow) srow[c] = v;
+      if (v == neg_inf()) return;
+      ++n0;
+      Top2 o{v, c, neg_inf()};
+      t = top2_merge(t, o);
+    });
+    sm.tmax[tid] = t.m1;
+    n_tf = __syncthreads_count(t.m1 != neg_inf());
+  }
   t = warp_top2(t);
   n0 = warp_sumi(n0);
   if (lane == 0) {
@@ -2287,6 +2322,11 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     Top2 w{sm.redf[lane], sm.redi[lane], sm.redf2[lane]};
     w = warp_top2(w);
     int n = warp_sumi((int)sm.cnt[lane]);
+    if (recs_head) {
+      if (P.pass_top2) w = rec;
+      else w = Top2{rec.m1, w.i1, fmaxf(rec.m2, w.m2)};
+      n = rec.m1 == neg_inf() ? 0 : V;  // (n0 unknown: V bounds it)
+    }
     if (lane == 0) {
       sm.resf[0] = w.m1;
       sm.resi = w.i1;

@@ -5,7 +5,11 @@ profile too large to copy off the GPU machine can be read as text. Usage: ncu-sr
 import csv, sys
 path = sys.argv[1]; n = int(sys.argv[2]) if len(sys.argv) > 2 else 40
 rows = list(csv.reader(open(path, newline='', errors='replace')))
-hdr_i = next(i for i, r in enumerate(rows) if any('Instructions Executed' in c for c in r))
+hdr_i = next((i for i, r in enumerate(rows) if any('Instructions Executed' in c for c in r)), None)
+if hdr_i is None:
+    print("no 'Instructions Executed' column; the file starts:")
+    for r in rows[:6]: print(r[:10])
+    sys.exit(0)
 hdr = rows[hdr_i]; data = rows[hdr_i + 1:]
 def col(name):
     for i, c in enumerate(hdr):
