@@ -3,7 +3,7 @@
 // requests' own ids or the top-n, log-probs or tempered logits; ids and ranks exact, values within
 // 1e-5 relative, slots of requests not kept untouched (poisoned outputs compared whole).
 // Usage: emu_stash V n dtype(0 f32, 1 bf16, 2 f16) variant(0 top-n, 1 own ids, 2 logits mode,
-//        3 committed tokens) [grid]
+//        3 committed tokens) [grid [requests (default 10; > 256: the kept-row scan's rounds)]]
 #include "cuda_emu_stash.h"
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -22,8 +22,8 @@ int main(int argc, char** argv) {
   const int grid = argc > 5 ? atoi(argv[5]) : 3;
   std::mt19937_64 rng(77 + V * 13 + n * 7 + dtype * 3 + variant);
   std::normal_distribution<float> nd(0.f, 1.f);
-  // 10 requests of 0..3 rows; request 3 not kept, request 5 a bad slot, 7 a bad temperature.
-  const int R = 10;
+  // R requests (10) of 0..3 rows; request 3 not kept, request 5 a bad slot, 7 a bad temperature.
+  const int R = argc > 6 ? std::max(10, atoi(argv[6])) : 10;
   std::vector<int32_t> offs{0};
   for (int r = 0; r < R; ++r) offs.push_back(offs.back() + (int)(rng() % 4));
   const int rows = offs.back();

@@ -3,7 +3,7 @@
 # (tests/emu/cuda_emu*.h: a std::thread per CUDA thread, blocks one after another). Checks the
 # kernel's logic without a GPU (not races, not speed; exp2f stands for ex2.approx).
 # Usage: tests/emu/run_stash.sh <build dir with libdds.so>             the sweep below
-#        tests/emu/run_stash.sh <build dir> V n dtype variant [grid]    one case
+#        tests/emu/run_stash.sh <build dir> V n dtype variant [grid [requests]]   one case
 #   dtype 0 f32 / 1 bf16 / 2 f16; variant 0 top-n, 1 own ids, 2 logits mode, 3 committed tokens.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -14,7 +14,8 @@ if [ $# -gt 1 ]; then
   exit $?
 fi
 rc=0
-for c in "3000 5 0 0" "3000 20 1 1" "3000 5 2 2" "3000 20 0 3" "7 5 1 0" "1025 0 0 0" "5000 20 1 3 1"; do
+for c in "3000 5 0 0" "3000 20 1 1" "3000 5 2 2" "3000 20 0 3" "7 5 1 0" "1025 0 0 0" "5000 20 1 3 1" \
+         "64 5 0 0 3 600"; do
   "$out/emu_stash" $c | tail -1 || rc=1
 done
 echo "run_stash.sh: $([ $rc -eq 0 ] && echo 'all cases equal to the CPU' || echo 'MISMATCHES')"
