@@ -5,8 +5,10 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <dds/dds.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 // p[i] = 2 N(0, 1) (Box-Muller on a hash of i and seed), f32 or bf16.
@@ -41,6 +43,24 @@ float median_call_us(int calls, F call) {
   }
   std::sort(t.begin(), t.end());
   return t.empty() ? -1.f : t[t.size() / 2];
+}
+
+// A CUDA sampler for V columns and `rows` rows, one request per row (stash width: at least 20 and
+// `stash_width`); nullptr, with dds_last_error() printed, when dds_create fails.
+inline dds_sampler* make_cuda_sampler(int V, int rows, int stash_width = 0) {
+  dds_sampler_config c;
+  dds_sampler_config_init(&c, sizeof c);
+  c.backend = DDS_BACKEND_CUDA;
+  c.vocab_size = V;
+  c.max_rows = rows;
+  c.max_requests = rows;
+  if (stash_width > 0) c.max_stash_width = std::max(20, stash_width);
+  dds_sampler* s = nullptr;
+  if (dds_create(&c, &s) != DDS_OK) {
+    std::printf("dds_create: %s\n", dds_last_error());
+    return nullptr;
+  }
+  return s;
 }
 
 #endif  // DDS_BENCH_PROFILE_COMMON_H_

@@ -27,14 +27,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   fill<<<2048, 256>>>(logits, n, bf16, 12345u);
-  dds_sampler_config c;
-  dds_sampler_config_init(&c, sizeof c);
-  c.backend = DDS_BACKEND_CUDA;
-  c.vocab_size = V;
-  c.max_rows = rows;
-  c.max_requests = rows;
-  dds_sampler* s = nullptr;
-  if (dds_create(&c, &s) != DDS_OK) { std::printf("dds_create: %s\n", dds_last_error()); return 1; }
+  dds_sampler* s = make_cuda_sampler(V, rows);
+  if (!s) return 1;
   dds_sample_args a;
   dds_sample_args_init(&a, sizeof a);
   a.num_rows = rows;

@@ -37,15 +37,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> k(rows, 0);
   for (int r = 0; r < rows; r += every) k[r] = 1;
   cudaMemcpy(keep, k.data(), rows, cudaMemcpyHostToDevice);
-  dds_sampler_config c;
-  dds_sampler_config_init(&c, sizeof c);
-  c.backend = DDS_BACKEND_CUDA;
-  c.vocab_size = V;
-  c.max_rows = rows;
-  c.max_requests = rows;
-  c.max_stash_width = std::max(20, n);
-  dds_sampler* s = nullptr;
-  if (dds_create(&c, &s) != DDS_OK) { std::printf("dds_create: %s\n", dds_last_error()); return 1; }
+  dds_sampler* s = make_cuda_sampler(V, rows, std::max(1, n));
+  if (!s) return 1;
   dds_stash_args a;
   dds_stash_args_init(&a, sizeof a);
   a.num_rows = rows;

@@ -2394,20 +2394,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   // The min-p threshold (a >= amin is kept) depends on m only.
   float amin = neg_inf();
   if (q.minp > 0.f) {
-    if (tid == 0) {
-      const double lm = log((double)q.minp);
-      float x = (float)(md + lm);
-      if (x > m) x = m;
-      int it = 0;
-      while (it++ < 64 && !(exp((double)x - md) >= (double)q.minp)) x = nextafterf(x, FLT_MAX);
-      it = 0;
-      while (it++ < 64) {
-        const float y = nextafterf(x, -FLT_MAX);
-        if (exp((double)y - md) >= (double)q.minp) x = y;
-        else break;
-      }
-      sm.redf[0] = x;
-    }
+    if (tid == 0) sm.redf[0] = minp_threshold(m, md, q.minp);
     __syncthreads();
     amin = sm.redf[0];
     __syncthreads();
