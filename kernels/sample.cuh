@@ -1074,14 +1074,30 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     argmax_merge(best, bbest, score, b);
   }
   warp_argmax(best, bbest);
+  // The token: approximate Gumbels (fp32, approx_gumbel) for the kept columns of the winning
+  // block first, exact float64 scores only for those within approx_margin of the best (the token
+  // the exact scores pick is among them); the float64 logs of every kept column were ~22% of this
+  // kernel's instructions at 4096 x 1025 top-p (ncu, 2026-11-29).
   double bv = 0;
   int bt = INT_MAX;
   if (bbest != INT_MAX) {
+    float bf = neg_inf();
     for_list(S, nS, lane, [&](int c, float l) {
       if ((c >> 10) != bbest) return;
       const float a = xform(l, invT);
       if (!in_k(c, a)) return;
-      const double v = (double)a + gumbel(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+      bf = fmaxf(bf, a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken)));
+    });
+    bf = warp_max(bf);
+    const float thr = bf - approx_margin(bf);
+    for_list(S, nS, lane, [&](int c, float l) {
+      if ((c >> 10) != bbest) return;
+      const float a = xform(l, invT);
+      if (!in_k(c, a)) return;
+      const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+      // (thr NaN or -inf at |a| ~ FLT_MAX: every kept column scores exactly)
+      if (a + approx_gumbel(bits) < thr) return;
+      const double v = (double)a + bits_to_gumbel(bits);
       argmax_merge(bv, bt, v, c);
     });
   }
@@ -1377,11 +1393,13 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __
 }
 
 // The outputs of an unfiltered row once its maximum Ml (first column amax, runner-up m2), sums
-// and token are known (one thread).
+// and token are known (one thread). lt: l of the token when the caller has it (the finishes
+// loaded it to score the token), NaN to re-read it (l is never NaN).
 template <int DT>
 __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& q, int row, int i,
                                               const Top2& t, float Ml, float Ma, int amax, int token,
-                                              double Za, double Ea, double Zl, double El) {
+                                              double Za, double Ea, double Zl, double El,
+                                              float lt) {
   RowInfo ri;
   ri.empty = 0;
   ri.token = token;
@@ -1393,16 +1411,7 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
   if (P.stats_guided) {
     const double logS = log(Zl);
     float xt = 0.f;
-    if (P.logprobs) {
-      // l of the token: recompute from memory (one element).
-      using T = typename Elt<DT>::T;
-      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
-      const float c = Elt<DT>::cvt(crow[token]);
-      float u = 0.f;
-      if (q.guided)
-        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
-      xt = make_l(c, u, q.guided, q.g, token, P.banned);
-    }
+    if (P.logprobs) xt = lt == lt ? lt : load_l<DT>(P, q, row, token);  // l of the token
     logprob = ((double)xt - (double)Ml) - logS;
     conf = exp(-logS);
     const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)t.m2 - (double)Ml) - logS);
@@ -1420,15 +1429,7 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
   } else {
     const double logS = log(Za);
     float xt = 0.f;
-    if (P.logprobs) {
-      using T = typename Elt<DT>::T;
-      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
-      const float c = Elt<DT>::cvt(crow[token]);
-      float u = 0.f;
-      if (q.guided)
-        u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + i) * P.uncond_stride + token]);
-      xt = xform(make_l(c, u, q.guided, q.g, token, P.banned), q.invT);
-    }
+    if (P.logprobs) xt = xform(lt == lt ? lt : load_l<DT>(P, q, row, token), q.invT);
     logprob = ((double)xt - (double)Ma) - logS;
     conf = exp(-logS);
     const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)xform(t.m2, q.invT) - (double)Ma) - logS);
@@ -1453,14 +1454,19 @@ struct FinSmem {
   Top2 t[kRowWarps];
   double bv[kRowWarps];
   int bi[kRowWarps];
+  float bl[kRowWarps];  // l of each warp's best exact candidate
   float f[kRowWarps];
   Top2 top;
-  int amax;  // first column of the row maximum (warp 0, block_top2)
+  int amax;  // first column of the row maximum (the last warp, block_top2)
   float m2;  // runner-up of the row
   double Z[4];
   double best;
   int bbest;
-  float bf;
+  float lt;
+  // One chunk of kRowWarps * 32 blocks' terms (add_block_terms, split): w = exp(dm) and
+  // inner = fma(dm, s, e) per block for a and for l; w < 0 marks a block without a finite column.
+  double wa[kRowWarps * 32], sa[kRowWarps * 32], ia[kRowWarps * 32];
+  double wl[kRowWarps * 32], sl[kRowWarps * 32], il[kRowWarps * 32];
 };
 
 __device__ __forceinline__ Top2 cta_top2(FinSmem& sm, Top2 v, int lane, int wid) {
@@ -1501,24 +1507,70 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
     if (tid == 0) write_empty(P, row);
     return;
   }
-  if (wid == 0) {
+  const float Ml = t.m1;
+  const bool need_a = !q.greedy;
+  const bool sg = P.stats_guided != 0;
+  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
+  const int i = row - q.row_begin;
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  // Sums relative to the global maxima in the warp finish's order (add_block_terms: lane L adds
+  // blocks L, L + 32, ... with explicit fma, then warp_sumd), so that a row's statistics do not
+  // depend on which finish ran: every thread computes one block's exp terms per chunk into shared
+  // memory, warp 0 adds them in that order. Block scores: every thread, its blocks.
+  double Za = 0, Ea = 0, Zl = 0, El = 0;
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int c0 = 0; c0 < nb; c0 += NT) {
+    const int b = c0 + tid;
+    if (b < nb) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      double wa = -1, wl = -1;
+      // One side's terms (a: sa, ea against Ma; l: sl, el against Ml): w = exp(dm) returned.
+      auto terms = [&](float m, float Mx, float s, float e, double* ss, double* ii) {
+        const double dm = (double)m - (double)Mx;
+        ss[tid] = (double)s;
+        ii[tid] = fma(dm, (double)s, (double)e);
+        return exp(dm);
+      };
+      if (m1 != neg_inf()) {
+        if (need_a) {
+          const float ma = xform(m1, q.invT);
+          const float s = __ldcg(&recs[b].sa);
+          wa = terms(ma, Ma, s, __ldcg(&recs[b].ea), sm.sa, sm.ia);
+          const double score = ((double)ma + log((double)s)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+          argmax_merge(best, bbest, score, b);
+        }
+        if (sg) wl = terms(m1, Ml, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), sm.sl, sm.il);
+      }
+      sm.wa[tid] = wa;
+      sm.wl[tid] = wl;
+    }
+    __syncthreads();
+    if (wid == 0) {
+      for (int j = lane; j < NT && c0 + j < nb; j += 32) {
+        const double wa = sm.wa[j], wl = sm.wl[j];
+        if (wa >= 0) {  // (need_a: wa = -1 otherwise)
+          Za = fma(sm.sa[j], wa, Za);
+          Ea = fma(wa, sm.ia[j], Ea);
+        }
+        if (wl >= 0) {
+          Zl = fma(sm.sl[j], wl, Zl);
+          El = fma(wl, sm.il[j], El);
+        }
+      }
+    }
+    if (c0 + NT < nb) __syncthreads();  // the next chunk overwrites the terms
+  }
+  if (wid == kRowWarps - 1) {
+    // The first column of the maximum and the runner-up: a re-read of the maximum's block, while
+    // warp 0 adds the terms.
     const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
     if (lane == 0) {
       sm.amax = tb.i1;
       sm.m2 = fmaxf(t.m2, tb.m2);
     }
   }
-  const float Ml = t.m1;
-  const bool need_a = !q.greedy;
-  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
-  const int i = row - q.row_begin;
-  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
-  // Sums relative to the global maxima: warp 0, in the warp finish's order (add_block_terms);
-  // block scores: every thread.
-  double Za = 0, Ea = 0, Zl = 0, El = 0;
   if (wid == 0) {
-    for (int b = lane; b < nb; b += 32)
-      add_block_terms(recs, b, need_a, P.stats_guided != 0, q.invT, Ma, Ml, Za, Ea, Zl, El);
     Za = warp_sumd(Za);
     Ea = warp_sumd(Ea);
     Zl = warp_sumd(Zl);
@@ -1528,18 +1580,6 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
       sm.Z[1] = Ea;
       sm.Z[2] = Zl;
       sm.Z[3] = El;
-    }
-  }
-  double best = 0;
-  int bbest = INT_MAX;
-  if (need_a) {
-    for (int b = tid; b < nb; b += NT) {
-      const float m1 = __ldcg(&recs[b].maxl);
-      if (m1 == neg_inf()) continue;
-      const float ma = xform(m1, q.invT);
-      const double sa = (double)__ldcg(&recs[b].sa);
-      const double score = ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
-      argmax_merge(best, bbest, score, b);
     }
   }
   warp_argmax(best, bbest);
@@ -1561,7 +1601,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
   Zl = sm.Z[2];
   El = sm.Z[3];
   bbest = sm.bbest;
-  int token = sm.amax;  // greedy: the argmax
+  int token = sm.amax;  // greedy: the argmax, whose l is Ml
+  float lt = Ml;
   if (need_a) {
     // Token within the winning block: thread tid holds columns bbest*1024 + tid + k*NT.
     constexpr int PER = kB / NT;
@@ -1589,33 +1630,44 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
     const float thr = bf - approx_margin(bf);
     double bv = 0;
     int bt = INT_MAX;
+    float bl = 0.f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       // (thr may round to -inf at |a| ~ FLT_MAX: excluded columns stay out explicitly)
       if (sf[k] == neg_inf() || !(sf[k] >= thr)) continue;
       const int col = bbest * kB + tid + k * NT;
-      const double v = (double)xform(load_l<DT>(P, q, row, col), q.invT) +
-                       gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      const float l = load_l<DT>(P, q, row, col);
+      const double v = (double)xform(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      if (bt == INT_MAX || v > bv) bl = l;  // (columns ascend: a tie keeps the first)
       argmax_merge(bv, bt, v, col);
     }
+    const int mine = bt;
     warp_argmax(bv, bt);
-    __syncthreads();  // sm.bv / sm.bi reused
+    const unsigned own = __ballot_sync(0xffffffffu, mine == bt && bt != INT_MAX);
+    if (own) bl = __shfl_sync(0xffffffffu, bl, __ffs(own) - 1);
     if (lane == 0) {
       sm.bv[wid] = bv;
       sm.bi[wid] = bt;
+      sm.bl[wid] = bl;
     }
     __syncthreads();
     if (tid == 0) {
-      for (int w = 0; w < kRowWarps; ++w) argmax_merge(bv, bt, sm.bv[w], sm.bi[w]);
+      for (int w = 0; w < kRowWarps; ++w) {
+        if (sm.bi[w] == INT_MAX) continue;
+        if (bt == INT_MAX || sm.bv[w] > bv || (sm.bv[w] == bv && sm.bi[w] < bt)) {
+          bv = sm.bv[w];
+          bt = sm.bi[w];
+          bl = sm.bl[w];
+        }
+      }
       token = bt;
+      lt = bl;
     }
-  } else {
-    __syncthreads();
   }
   if (tid != 0) return;
   t.i1 = sm.amax;
   t.m2 = sm.m2;
-  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, t.i1, token, Za, Ea, Zl, El);
+  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, t.i1, token, Za, Ea, Zl, El, lt);
 }
 
 // The same finish by one warp (plain_finish_warp_kernel: many rows, where one CTA per row would
@@ -1703,43 +1755,52 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
   Zl = warp_sumd(Zl);
   El = warp_sumd(El);
   int token = amax;
+  float lt = Ml;  // l of the token (greedy: the argmax)
   if (need_a) {
     warp_argmax(best, bbest);
-    // Token within the winning block: approximate Gumbels for all of its columns, exact float64
-    // scores for the candidates within the approximation margin of the best.
+    // Token within the winning block: approximate Gumbels for all of its columns (loaded as the
+    // pass loads a block: 16-byte loads where the row allows), exact float64 scores for the
+    // candidates within the approximation margin of the best (a bit mask: no indexed array).
     float sf[32];
+    load_block_l<DT, true>(P, q, row, bbest, lane, sf);
     float bf = neg_inf();
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {  // every load issued before any use
-      const int col = bbest * kB + e * 32 + lane;
-      sf[e] = (col < P.V) ? load_l<DT>(P, q, row, col) : neg_inf();
-    }
 #pragma unroll 4
     for (int e = 0; e < 32; ++e) {
-      const int col = bbest * kB + e * 32 + lane;
       float v = neg_inf();
       if (sf[e] != neg_inf())
-        v = xform(sf[e], q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
+        v = xform(sf[e], q.invT) +
+            approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col_of<DT>(bbest, lane, e), kSaltToken));
       sf[e] = v;
       bf = fmaxf(bf, v);
     }
     bf = warp_max(bf);
     const float thr = bf - approx_margin(bf);
+    unsigned cand = 0;
+#pragma unroll
+    for (int e = 0; e < 32; ++e)  // (thr may round to -inf at |a| ~ FLT_MAX: -inf stays out)
+      if (sf[e] != neg_inf() && sf[e] >= thr) cand |= 1u << e;
     double bv = 0;
     int bt = INT_MAX;
-    for (int e = 0; e < 32; ++e) {
-      // (thr may round to -inf at |a| ~ FLT_MAX: excluded columns stay out explicitly)
-      if (sf[e] == neg_inf() || !(sf[e] >= thr)) continue;
-      const int col = bbest * kB + e * 32 + lane;
-      const double v = (double)xform(load_l<DT>(P, q, row, col), q.invT) +
-                       gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+    float bl = 0.f;
+    while (cand) {
+      const int e = __ffs(cand) - 1;
+      cand &= cand - 1;
+      const int col = col_of<DT>(bbest, lane, e);
+      const float l = load_l<DT>(P, q, row, col);
+      const double v = (double)xform(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      const int bt0 = bt;
       argmax_merge(bv, bt, v, col);
+      if (bt != bt0) bl = l;
     }
+    const int mine = bt;
     warp_argmax(bv, bt);
+    const unsigned own = __ballot_sync(0xffffffffu, mine == bt && bt != INT_MAX);
+    if (own) bl = __shfl_sync(0xffffffffu, bl, __ffs(own) - 1);
     token = bt;
+    lt = bl;
   }
   if (lane != 0) return;
-  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, amax, token, Za, Ea, Zl, El);
+  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, amax, token, Za, Ea, Zl, El, lt);
 }
 
 template <int DT>

@@ -2,7 +2,8 @@
 # On the GPU machine, from the repo root: ncu of the filtered-row kernels on dds_profile_sample
 # shapes ("dtype V rows scenario [temperature]"), with source counters.
 #   SHAPES="f32 262144 512 topp 1;f32 262144 512 topp 0.5" bash scripts/ncu-filter.sh
-#   KERNEL=regex (default filter_kernel), LC = launches profiled after the first one (default 1).
+#   KERNEL=regex (default filter_kernel), LC = launches profiled after the first one (default 1),
+#   KEEP_CSV=1 keeps the per-SASS-instruction CSV ($OUT/ncu_<kernel>_<shape>_sass.csv.gz).
 # Writes $OUT/ncu_filter_<shape>.txt (sections) and a digest of the source counters per SASS
 # instruction, $OUT/ncu_filter_<shape>_sass.txt (scripts/ncu-src-digest.py; ncu's CUDA-line view
 # has no metric columns in CSV form).
@@ -23,6 +24,8 @@ for s in "${shapes[@]}"; do
   for v in sass; do
     ncu -i "$OUT/rep_$tag.ncu-rep" --page source --csv --print-source $v > "$OUT/src.csv" 2>/dev/null
     python3 scripts/ncu-src-digest.py "$OUT/src.csv" ${TOP:-40} > "$OUT/ncu_filter_${tag}_$v.txt" 2>&1
+    # KEEP_CSV=1: the whole per-instruction CSV too (gzip), to join with nvdisasm's line info
+    [ "${KEEP_CSV:-0}" = 1 ] && gzip -c "$OUT/src.csv" > "$OUT/ncu_${KERNEL:-filter_kernel}_${tag}_$v.csv.gz"
   done
   rm -f "$OUT/rep_$tag.ncu-rep" "$OUT/src.csv"
   echo "### $s"

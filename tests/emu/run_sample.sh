@@ -4,7 +4,7 @@
 # another). Checks the kernels' logic on a machine without a GPU (not races, not speed, not the
 # device libm: exp2f stands for ex2.approx; filter_kernel's in-CTA candidate list, which relies on
 # divergent __activemask() ballots, is switched off). Not part of CTest.
-# Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below (~4 min)
+# Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below (~5 min)
 #        tests/emu/run_sample.sh <build dir> --quick                    5 cases (~30 s; CI)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: comma list of fuse=0|1, top2=0|1,
@@ -35,6 +35,8 @@ else
       "$out/emu_sample" $c 1 "$m" 2>/dev/null | tail -1 || rc=1
     done
   done
+  # More than 256 blocks: the CTA-per-row finish adds its block terms in chunks of 256.
+  "$out/emu_sample" 300000 3 0 1 1 default 2>/dev/null | tail -1 || rc=1
 fi
 echo "run_sample.sh: $([ $rc -eq 0 ] && echo 'all cases equal to the CPU' || echo 'MISMATCHES')"
 exit $rc
