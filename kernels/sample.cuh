@@ -129,6 +129,7 @@ struct SampleParams {
   int block_approx;  // finish_plain_warp: block scores pre-selected in fp32
   int direct_filter;  // filtered rows: filter_kernel, a CTA per row (no candidate lists)
   int pass_top2;      // row_pass_kernel records each block's first argmax and runner-up
+  int cf_wpc;         // cand_finish_kernel: warps (rows) per CTA, 1..kRowWarps (0: cand_finish_wpc)
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -1382,7 +1383,7 @@ template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __grid_constant__ SampleParams P) {
   __shared__ __align__(16) unsigned s_bins[kRowWarps][kWBins * 3];  // 256 counts + 256 u64 masses
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-  const int row = blockIdx.x * kRowWarps + wid;
+  const int row = blockIdx.x * (int)(blockDim.x >> 5) + wid;  // (blockDim.x <= kRowWarps * 32)
   if (row >= P.num_rows) return;
   const int r = find_request(P, row);
   Req q = load_req(P, r);
@@ -3012,6 +3013,15 @@ inline bool plain_fuse_default(int num_rows, int nblocks) {
 inline bool pass_top2_default(int num_rows, int nblocks) {
   return (long long)num_rows * nblocks <= 4096;
 }
+// cand_finish_kernel: a warp per row, kRowWarps rows per CTA, fewer while that would leave SMs
+// without a row (each warp's finish is a latency chain; the warps of a CTA share one SM).
+// No output depends on it (the warps are independent).
+inline int cand_finish_wpc(int num_rows, int num_sms) {
+  const int sms = num_sms > 0 ? num_sms : 132;
+  int wpc = kRowWarps;
+  while (wpc > 1 && (long long)((num_rows + wpc - 1) / wpc) < sms) wpc >>= 1;
+  return wpc;
+}
 // (end of the default dispatch rules)
 
 // launch flags: which row kernels may have work (decided from host-visible scalars).
@@ -3045,7 +3055,8 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     const long long warps = (long long)P.num_rows * ((P.nblocks + fbpw - 1) / fbpw);
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
     row_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
-    cand_finish_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);
+    const int wpc = P.cf_wpc > 0 && P.cf_wpc <= kRowWarps ? P.cf_wpc : cand_finish_wpc(P.num_rows, num_sms);
+    cand_finish_kernel<DT><<<(unsigned)((P.num_rows + wpc - 1) / wpc), wpc * 32, 0, s>>>(P);
   }
   if (run_filter) {
     P.smem_row = P.V <= kSmemRowMax;

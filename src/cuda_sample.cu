@@ -139,6 +139,8 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   static const int approx_env = env_knob("DDS_SAMPLE_BLOCK_APPROX", 1);
   static const int direct_env = env_knob("DDS_SAMPLE_DIRECT_FILTER", 0);
   static const int fbpw_env = env_knob("DDS_SAMPLE_FBPW", ksample::kFilteredBpwMax);
+  static const int cfwpc_env = env_knob("DDS_SAMPLE_CF_WPC", 0);  // cand_finish warps per CTA
+  P.cf_wpc = cfwpc_env;
   P.bpw = ksample::plain_bpw(P.num_rows, P.nblocks);
   P.fbpw = ksample::filtered_bpw(a.dtype, P.num_rows, P.nblocks, fbpw_env);
   const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;

@@ -188,7 +188,8 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
                                           : filtered_bpw(DT, P.num_rows, P.nblocks, kFilteredBpwMax);
     const long long warps = (long long)rows * ((nb + P.fbpw - 1) / P.fbpw);
     emu_launch((unsigned)((warps + 7) / 8), 256, [&] { row_pass_kernel<DT>(P); });
-    emu_launch((unsigned)((rows + 7) / 8), 256, [&] { cand_finish_kernel<DT>(P); });
+    const int wpc = cand_finish_wpc(rows, 132);  // the library's rule (warps per CTA)
+    emu_launch((unsigned)((rows + wpc - 1) / wpc), 32 * wpc, [&] { cand_finish_kernel<DT>(P); });
     g_fb_total += *P.fb_count;
     fprintf(stderr, "  fallback rows: %d of %zu:", *P.fb_count, rows);
     for (int i = 0; i < *P.fb_count; ++i) fprintf(stderr, " %d", P.fb_rows[i] % 20);
