@@ -1076,31 +1076,45 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   }
   warp_argmax(best, bbest);
   // The token: approximate Gumbels (fp32, approx_gumbel) for the kept columns of the winning
-  // block first, exact float64 scores only for those within approx_margin of the best (the token
-  // the exact scores pick is among them); the float64 logs of every kept column were ~22% of this
-  // kernel's instructions at 4096 x 1025 top-p (ncu, 2026-11-29).
+  // block, each lane keeping its best two; the exact float64 score for each lane's best when it
+  // is within approx_margin of the warp's best (the token the exact scores pick is among those),
+  // a second walk scoring every such column only when some lane's runner-up is that close too.
+  // Exact scores for every kept column had been ~22% of this kernel's instructions at 4096 x 1025
+  // top-p (ncu, 2026-11-29); a second walk every time cost top-k / min-p rows 2-5%.
   double bv = 0;
   int bt = INT_MAX;
   if (bbest != INT_MAX) {
-    float bf = neg_inf();
+    float s1 = neg_inf(), s2 = neg_inf(), a1 = 0.f;
+    int c1 = -1;
     for_list(S, nS, lane, [&](int c, float l) {
       if ((c >> 10) != bbest) return;
       const float a = xform(l, invT);
       if (!in_k(c, a)) return;
-      bf = fmaxf(bf, a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken)));
+      const float sc = a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken));
+      if (sc > s1) {
+        s2 = s1;
+        s1 = sc;
+        c1 = c;
+        a1 = a;
+      } else {
+        s2 = fmaxf(s2, sc);
+      }
     });
-    bf = warp_max(bf);
+    const float bf = warp_max(s1);
     const float thr = bf - approx_margin(bf);
-    for_list(S, nS, lane, [&](int c, float l) {
-      if ((c >> 10) != bbest) return;
-      const float a = xform(l, invT);
-      if (!in_k(c, a)) return;
-      const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
-      // (thr NaN or -inf at |a| ~ FLT_MAX: every kept column scores exactly)
-      if (a + approx_gumbel(bits) < thr) return;
-      const double v = (double)a + bits_to_gumbel(bits);
-      argmax_merge(bv, bt, v, c);
-    });
+    // (thr NaN: every lane with two kept columns walks again, a lane with one scores it exactly)
+    if (__ballot_sync(0xffffffffu, s2 != neg_inf() && !(s2 < thr)) != 0u) {
+      for_list(S, nS, lane, [&](int c, float l) {
+        if ((c >> 10) != bbest) return;
+        const float a = xform(l, invT);
+        if (!in_k(c, a)) return;
+        const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+        if (a + approx_gumbel(bits) < thr) return;
+        argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
+      });
+    } else if (c1 >= 0 && !(s1 < thr)) {
+      argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
+    }
   }
   warp_argmax(bv, bt);
   const int token = (bt == INT_MAX) ? amax : bt;

@@ -127,7 +127,8 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   const bool run_plain = !all_filtered;
   const bool run_filter = !none_filtered;
   // Dispatch: the default rules of kernels/sample.cuh (plain_fuse_default, pass_top2_default);
-  // DDS_SAMPLE_FUSE=0/1, DDS_SAMPLE_BLOCK_APPROX=0 and DDS_SAMPLE_DIRECT_FILTER=1 override them
+  // DDS_SAMPLE_FUSE=0/1, DDS_SAMPLE_BLOCK_APPROX=0, DDS_SAMPLE_DIRECT_FILTER=1,
+  // DDS_SAMPLE_FBPW=N and DDS_SAMPLE_CF_WPC=N (cand_finish rows per CTA) override them
   // for A/B runs. DDS_SAMPLE_DIRECT_FILTER=1 sends every filtered row straight to filter_kernel,
   // a CTA per row, without the candidate lists: faster on small problems (device A/B 2026-11-29
   // 16:23 UTC, f32: 64 x 1025 top-p 150 -> 50 us, min-p 80 -> 22 us, 64 x 32000 top-k 142 -> 74
