@@ -1411,7 +1411,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __
 // and token are known (one thread). lt: l of the token when the caller has it (the finishes
 // loaded it to score the token), NaN to re-read it (l is never NaN).
 template <int DT>
-__device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& q, int row, int i,
+__device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& q, int row,
                                               const Top2& t, float Ml, float Ma, int amax, int token,
                                               double Za, double Ea, double Zl, double El,
                                               float lt) {
@@ -1477,7 +1477,6 @@ struct FinSmem {
   double Z[4];
   double best;
   int bbest;
-  float lt;
   // One chunk of kRowWarps * 32 blocks' terms (add_block_terms, split): w = exp(dm) and
   // inner = fma(dm, s, e) per block for a and for l; w < 0 marks a block without a finite column.
   double wa[kRowWarps * 32], sa[kRowWarps * 32], ia[kRowWarps * 32];
@@ -1682,7 +1681,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
   if (tid != 0) return;
   t.i1 = sm.amax;
   t.m2 = sm.m2;
-  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, t.i1, token, Za, Ea, Zl, El, lt);
+  plain_outputs<DT>(P, q, row, t, Ml, Ma, t.i1, token, Za, Ea, Zl, El, lt);
 }
 
 // The same finish by one warp (plain_finish_warp_kernel: many rows, where one CTA per row would
@@ -1815,7 +1814,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
     lt = bl;
   }
   if (lane != 0) return;
-  plain_outputs<DT>(P, q, row, i, t, Ml, Ma, amax, token, Za, Ea, Zl, El, lt);
+  plain_outputs<DT>(P, q, row, t, Ml, Ma, amax, token, Za, Ea, Zl, El, lt);
 }
 
 template <int DT>
