@@ -235,14 +235,8 @@ void run_sample_bench() {
         if (g_quick && rows == 256) continue;
         const size_t bytes = (size_t)rows * V * es;
         const double mb = bytes / 1e6;
-        dds_sampler_config c;
-        dds_sampler_config_init(&c, sizeof c);
-        c.backend = DDS_BACKEND_CUDA;
-        c.vocab_size = V;
-        c.max_rows = rows;
-        c.max_requests = rows;
-        dds_sampler* s = nullptr;
-        BENCH_DDS(dds_create(&c, &s));
+        dds_sampler* s = make_cuda_sampler(V, rows);
+        if (!s) std::exit(1);
         Outs o;
         BENCH_CHECK(cudaMalloc(&o.tokens, rows * 4));
         BENCH_CHECK(cudaMalloc(&o.argmax, rows * 4));

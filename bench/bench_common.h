@@ -30,6 +30,24 @@
     }                                                                                    \
   } while (0)
 
+// A CUDA sampler for V columns and `rows` rows, one request per row (stash width: at least 20 and
+// `stash_width`); nullptr, with dds_last_error() printed, when dds_create fails.
+inline dds_sampler* make_cuda_sampler(int V, int rows, int stash_width = 0) {
+  dds_sampler_config c;
+  dds_sampler_config_init(&c, sizeof c);
+  c.backend = DDS_BACKEND_CUDA;
+  c.vocab_size = V;
+  c.max_rows = rows;
+  c.max_requests = rows;
+  if (stash_width > 0) c.max_stash_width = std::max(20, stash_width);
+  dds_sampler* s = nullptr;
+  if (dds_create(&c, &s) != DDS_OK) {
+    std::printf("dds_create: %s\n", dds_last_error());
+    return nullptr;
+  }
+  return s;
+}
+
 namespace bench {
 
 // A pool of `slices` copies-worth of input (each slice `bytes` long, 256-byte aligned), filled

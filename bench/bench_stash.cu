@@ -22,15 +22,8 @@ void run_stash_bench() {
       for (int rows : rowss) {
         if (g_quick && rows == 256) continue;
         const size_t bytes = (size_t)rows * V * es;
-        dds_sampler_config c;
-        dds_sampler_config_init(&c, sizeof c);
-        c.backend = DDS_BACKEND_CUDA;
-        c.vocab_size = V;
-        c.max_rows = rows;
-        c.max_requests = rows;
-        c.max_stash_width = 20;
-        dds_sampler* s = nullptr;
-        BENCH_DDS(dds_create(&c, &s));
+        dds_sampler* s = make_cuda_sampler(V, rows, 20);
+        if (!s) std::exit(1);
         Pool pool = make_pool(bytes, dt, 2.f, 4321 + V + rows);
         uint8_t *keep_all = nullptr, *keep_16 = nullptr;
         int32_t *tok = nullptr, *rank = nullptr;

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench_common.h"  // make_cuda_sampler
+
 // p[i] = 2 N(0, 1) (Box-Muller on a hash of i and seed), f32 or bf16.
 __global__ void fill(void* p, size_t n, int bf16, unsigned seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -43,24 +45,6 @@ float median_call_us(int calls, F call) {
   }
   std::sort(t.begin(), t.end());
   return t.empty() ? -1.f : t[t.size() / 2];
-}
-
-// A CUDA sampler for V columns and `rows` rows, one request per row (stash width: at least 20 and
-// `stash_width`); nullptr, with dds_last_error() printed, when dds_create fails.
-inline dds_sampler* make_cuda_sampler(int V, int rows, int stash_width = 0) {
-  dds_sampler_config c;
-  dds_sampler_config_init(&c, sizeof c);
-  c.backend = DDS_BACKEND_CUDA;
-  c.vocab_size = V;
-  c.max_rows = rows;
-  c.max_requests = rows;
-  if (stash_width > 0) c.max_stash_width = std::max(20, stash_width);
-  dds_sampler* s = nullptr;
-  if (dds_create(&c, &s) != DDS_OK) {
-    std::printf("dds_create: %s\n", dds_last_error());
-    return nullptr;
-  }
-  return s;
 }
 
 #endif  // DDS_BENCH_PROFILE_COMMON_H_

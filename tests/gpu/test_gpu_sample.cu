@@ -608,6 +608,25 @@ TEST_CASE("statistics: rare tail on the GPU (V = 262144, ~30 expected hits in 40
   dds_destroy(s);
 }
 
+// Request r of a batch as a batch of its own: its rows (and positions), its parameters; its
+// uncond rows stay where they are (uncond_row_offsets keeps pointing at them).
+Problem request_alone(const Problem& big, int32_t r) {
+  const int32_t b = big.offs[r], e = big.offs[r + 1], n = e - b;
+  Problem one = big;  // then cut down to the request
+  one.rows = n;
+  one.R = 1;
+  one.offs = {0, n};
+  if (!big.pos.empty()) one.pos.assign(big.pos.begin() + b, big.pos.begin() + e);
+  const size_t row_bytes = (size_t)big.stride * esz(big.dtype);
+  one.logits.assign(big.logits.begin() + b * row_bytes, big.logits.begin() + e * row_bytes);
+  for (auto* v : {&one.T, &one.G, &one.P, &one.MP}) *v = {(*v)[r]};
+  one.K = {big.K[r]};
+  one.seeds = {big.seeds[r]};
+  one.steps = {big.steps[r]};
+  one.uoffs = {big.uoffs[r]};
+  return one;
+}
+
 TEST_CASE("batch invariance: a request alone and inside a large mixed batch") {
   // 200 rows: the same kernels alone and in the batch. 1100 rows of 40 blocks: the batch's
   // unfiltered rows are finished by a warp per row, a request alone by a CTA per row (both add
@@ -622,21 +641,8 @@ TEST_CASE("batch invariance: a request alone and inside a large mixed batch") {
   int checked = 0;
   for (int32_t r : {0, 2, 3, 4, 6, 12, 16, 17}) {
     if (r >= big.R) continue;
-    // The request alone: its rows, its uncond rows re-based.
-    Problem one = big;
-    const int32_t b = big.offs[r], e = big.offs[r + 1], n = e - b;
-    one.rows = n;
-    one.R = 1;
-    one.offs = {0, n};
-    one.pos.assign(big.pos.begin() + b, big.pos.begin() + e);
-    one.logits.assign(big.logits.begin() + (size_t)b * big.stride * 2,
-                      big.logits.begin() + (size_t)e * big.stride * 2);
-    for (auto* v : {&one.T, &one.G, &one.P, &one.MP}) *v = {(*v)[r]};
-    one.K = {big.K[r]};
-    one.seeds = {big.seeds[r]};
-    one.steps = {big.steps[r]};
-    one.uoffs = {big.uoffs[r]};
-    const Results ro = run(gpu, one, true);
+    const int32_t b = big.offs[r], n = big.offs[r + 1] - b;
+    const Results ro = run(gpu, request_alone(big, r), true);
     for (int32_t j = 0; j < n; ++j) {
       INFO("request " << r << " row " << j);
       CHECK(ro.tokens[j] == rb.tokens[b + j]);
@@ -696,17 +702,7 @@ TEST_CASE("batch invariance past 256 blocks: the CTA finish's chunked terms") {
     const Results rb = run(gpu, big, true);
     for (int32_t r : {0, 1, 2, 511, 1023}) {
       INFO("row " << r);
-      Problem one = big;
-      one.rows = 1;
-      one.R = 1;
-      one.offs = {0, 1};
-      one.logits.assign(big.logits.begin() + (size_t)r * V * 2, big.logits.begin() + (size_t)(r + 1) * V * 2);
-      for (auto* v : {&one.T, &one.G, &one.P, &one.MP}) *v = {(*v)[r]};
-      one.K = {big.K[r]};
-      one.seeds = {big.seeds[r]};
-      one.steps = {big.steps[r]};
-      one.uoffs = {big.uoffs[r]};
-      const Results ro = run(gpu, one, true);
+      const Results ro = run(gpu, request_alone(big, r), true);  // (one row per request)
       CHECK(ro.tokens[0] == rb.tokens[r]);
       CHECK(ro.argmax[0] == rb.argmax[r]);
       CHECK(ro.logprobs[0] == rb.logprobs[r]);
