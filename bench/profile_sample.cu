@@ -3,6 +3,7 @@
 // [temperature]. Logits are sigma * N(0, 1), sigma = 2 (filled on the device): temperature 0.5 /
 // 0.25 samples rows shaped like sigma 4 / 8 (top-p 0.9 keeps ~62000 of 262144 columns at T = 1). Prints the median call time
 // (CUDA events; unreliable under a profiler, which serialises and replays kernels).
+// DDS_PROFILE_DUMP=file: the last call's outputs written raw to file (for cmp across knobs).
 #include <dds/dds.h>
 
 #include <algorithm>
@@ -53,6 +54,16 @@ int main(int argc, char** argv) {
     return false;
   });
   if (med < 0.f) return 1;
+  if (const char* dump = std::getenv("DDS_PROFILE_DUMP")) {
+    // The last call's outputs (tokens, argmax, logprob, confidence, margin, entropy), raw bytes:
+    // two runs under different dispatch knobs can be compared with cmp.
+    std::vector<int32_t> h((size_t)rows * 6);
+    cudaMemcpy(h.data(), out, h.size() * 4, cudaMemcpyDeviceToHost);
+    if (FILE* f = std::fopen(dump, "wb")) {
+      std::fwrite(h.data(), 4, h.size(), f);
+      std::fclose(f);
+    }
+  }
   std::printf("dds_profile_sample %s V=%d rows=%d %s T=%g: median %.1f us over %d calls\n",
               bf16 ? "bf16" : "f32", V, rows, scen, temp, med, calls);
   dds_destroy(s);

@@ -14,6 +14,10 @@
 //    Gumbels for those near the best), re-reads that block (L2) for the token Gumbels, writes the
 //    outputs. From 1024 rows, rows that one warp streams whole (nblocks <= bpw) are finished by
 //    that warp inside the pass instead (plain_pass_kernel<DT, true>, P.fuse_finish).
+//  * small_plain_kernel (unfiltered rows, V <= 2048, P.small_plain): one warp per row holds the
+//    whole row in registers (block 0's 1024 values, the last block's), does the pass and the
+//    finish in one launch with the same arithmetic (same output bits), nothing written between;
+//    up to 2 x SMs rows, a CTA per row whose 8 warps share the token pass (P.small_cta).
 //  * row_pass_kernel (filtered rows, kUseCandidates; launched only when filters may be on): one
 //    warp per block (f32) or per up to 4 consecutive blocks of a row (16-bit, P.fbpw); it writes
 //    each block's record (maximum, sums) and candidate list (columns at or above a threshold
@@ -130,6 +134,9 @@ struct SampleParams {
   int direct_filter;  // filtered rows: filter_kernel, a CTA per row (no candidate lists)
   int pass_top2;      // row_pass_kernel records each block's first argmax and runner-up
   int cf_wpc;         // cand_finish_kernel: warps (rows) per CTA, 1..kRowWarps (0: cand_finish_wpc)
+  int small_plain;    // unfiltered rows of V <= 2048: small_plain_kernel (no pass + finish)
+  int small_exact_all;  // tests: small_plain_kernel scores every column exactly (its rare path)
+  int small_cta;      // small_plain_kernel with a CTA per row (small_cta_default)
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -695,31 +702,55 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
 // guided statistics), relative to the row maxima Ma / Ml. Both finishes (the warp per row and the
 // CTA per row's warp 0) add them in the same order, b = lane, lane + 32, ..., with explicit fma,
 // and reduce with warp_sumd: a row's statistics do not depend on which finish ran (the choice
-// follows the batch's row count). Returns the block's a-maximum (-inf: no finite column).
-__device__ __forceinline__ float add_block_terms(const BlockRec* recs, int b, bool need_a,
-                                                 bool stats_guided, float invT, float Ma, float Ml,
-                                                 double& Za, double& Ea, double& Zl, double& El) {
-  const float m1 = __ldcg(&recs[b].maxl);
+// follows the batch's row count); small_plain_kernel adds its (at most two) blocks' terms the
+// same way from registers. Returns the block's a-maximum (-inf: no finite column).
+// R: the record's fields, read when needed (RecL2: __ldcg of a BlockRec; RecReg: a register copy).
+struct RecL2 {
+  const BlockRec* p;
+  __device__ __forceinline__ float maxl() const { return __ldcg(&p->maxl); }
+  __device__ __forceinline__ float sa() const { return __ldcg(&p->sa); }
+  __device__ __forceinline__ float ea() const { return __ldcg(&p->ea); }
+  __device__ __forceinline__ float sl() const { return __ldcg(&p->sl); }
+  __device__ __forceinline__ float el() const { return __ldcg(&p->el); }
+};
+struct RecReg {
+  BlockRec r;
+  __device__ __forceinline__ float maxl() const { return r.maxl; }
+  __device__ __forceinline__ float sa() const { return r.sa; }
+  __device__ __forceinline__ float ea() const { return r.ea; }
+  __device__ __forceinline__ float sl() const { return r.sl; }
+  __device__ __forceinline__ float el() const { return r.el; }
+};
+template <class R>
+__device__ __forceinline__ float add_rec_terms(const R& rec, bool need_a, bool stats_guided,
+                                               float invT, float Ma, float Ml, double& Za,
+                                               double& Ea, double& Zl, double& El) {
+  const float m1 = rec.maxl();
   if (m1 == neg_inf()) return neg_inf();
   float ma = 0.f;
   if (need_a) {
     ma = xform(m1, invT);
-    const double sa = (double)__ldcg(&recs[b].sa);
-    const double ea = (double)__ldcg(&recs[b].ea);
+    const double sa = (double)rec.sa();
+    const double ea = (double)rec.ea();
     const double dm = (double)ma - (double)Ma;
     const double w = exp(dm);
     Za = fma(sa, w, Za);
     Ea = fma(w, fma(dm, sa, ea), Ea);
   }
   if (stats_guided) {
-    const double sl = (double)__ldcg(&recs[b].sl);
-    const double el = (double)__ldcg(&recs[b].el);
+    const double sl = (double)rec.sl();
+    const double el = (double)rec.el();
     const double dm = (double)m1 - (double)Ml;
     const double w = exp(dm);
     Zl = fma(sl, w, Zl);
     El = fma(w, fma(dm, sl, el), El);
   }
   return ma;
+}
+__device__ __forceinline__ float add_block_terms(const BlockRec* recs, int b, bool need_a,
+                                                 bool stats_guided, float invT, float Ma, float Ml,
+                                                 double& Za, double& Ea, double& Zl, double& El) {
+  return add_rec_terms(RecL2{recs + b}, need_a, stats_guided, invT, Ma, Ml, Za, Ea, Zl, El);
 }
 
 // Re-reads block `blk` of the row (L2 or HBM, 1024 columns): the first column holding M (the row
@@ -1832,7 +1863,9 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) plain_finish_warp_kernel(co
 
 // A block's record from its maximum M (finite or -inf) and its 32 values per lane, get(e) = the
 // lane's e-th value (l after docs §2). The same arithmetic for every source of values.
-template <class G>
+// N: values per lane (32; fewer for small_plain_kernel's short last block, whose other values
+// would all be -inf: their terms are exact zeros, so the sums are the same bits).
+template <int N = 32, class G>
 __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req& q, float M, const G& get) {
   BlockRec rec;
   rec.maxl = M;
@@ -1848,7 +1881,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
       float s = 0.f, en = 0.f;
       if (want_e || P.stats_guided) {
 #pragma unroll
-        for (int e = 0; e < 32; ++e) {
+        for (int e = 0; e < N; ++e) {
           const float d = fmaxf((get(e) - M) * kLog2e, -1000.f);
           const float x = ex2(d);
           s += x;
@@ -1857,7 +1890,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
         en = warp_sum(en) * kLn2;
       } else {
 #pragma unroll
-        for (int e = 0; e < 32; ++e) s += ex2((get(e) - M) * kLog2e);
+        for (int e = 0; e < N; ++e) s += ex2((get(e) - M) * kLog2e);
       }
       s = warp_sum(s);
       rec.sa = s;
@@ -1871,7 +1904,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
         float s = 0.f, en = 0.f;
         if (want_e) {
 #pragma unroll
-          for (int e = 0; e < 32; ++e) {
+          for (int e = 0; e < N; ++e) {
             const float d = fmaxf((xform(get(e), invT) - ma) * kLog2e, -1000.f);
             const float x = ex2(d);
             s += x;
@@ -1880,14 +1913,14 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
           rec.ea = warp_sum(en) * kLn2;
         } else {
 #pragma unroll
-          for (int e = 0; e < 32; ++e) s += ex2((xform(get(e), invT) - ma) * kLog2e);
+          for (int e = 0; e < N; ++e) s += ex2((xform(get(e), invT) - ma) * kLog2e);
         }
         rec.sa = warp_sum(s);
       }
       if (P.want_stats && P.stats_guided) {
         float s = 0.f, en = 0.f;
 #pragma unroll
-        for (int e = 0; e < 32; ++e) {
+        for (int e = 0; e < N; ++e) {
           const float d = fmaxf((get(e) - M) * kLog2e, -1000.f);
           const float x = ex2(d);
           s += x;
@@ -2046,6 +2079,346 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
     __syncwarp();
   }
   finish_plain_warp<DT>(P, q, row, lane);
+}
+
+// ------------------------------------------------------------------------------------------------
+// small_plain_kernel: unfiltered rows of V <= 2048 (one or two 1024-token blocks; OmniVoice-style
+// 1025 is one block and one column), one warp per row (or, for few rows, a CTA per row whose
+// warps share the token pass), the row in registers: no block records, no re-reads of the
+// maximum's block, one launch. The same arithmetic as plain_pass_kernel
+// + a finish (block_sums on the same column layout, add_rec_terms in the warp finish's order, the
+// block and token scores of finish_plain_warp), so every output is the same bits whichever path
+// runs (DDS_SAMPLE_SMALL=0 selects the general path for A/B runs).
+// NT: 16-byte groups per lane held for block 1: 0 (V <= 1024), 1 (a last block of at most
+// 32 * VEC columns: only group 0 exists), NJ (any last block).
+template <int DT>
+__host__ __device__ constexpr int small_groups_for(int V) {
+  return V <= kB ? 0 : (V - kB <= 32 * Elt<DT>::VEC ? 1 : 32 / Elt<DT>::VEC);
+}
+
+// Groups [0, NG) of block `blk` of the row as l (docs §2: guidance, banned column, NaN -> -inf,
+// +inf -> FLT_MAX): lane holds column blk*1024 + j*32*VEC + lane*VEC + q at lv[j*VEC + q], columns
+// >= V as -inf. Unguided rows load raw values (16-byte loads where the row allows) and sanitise
+// only when a NaN-propagating maximum shows a NaN or +inf; returns the block maximum.
+template <int DT, int NG>
+__device__ __forceinline__ float small_load(const SampleParams& P, const Req& q, int row, int blk,
+                                            int lane, float (&lv)[NG * Elt<DT>::VEC]) {
+  using T = typename Elt<DT>::T;
+  constexpr int VEC = Elt<DT>::VEC;
+  constexpr int N = NG * VEC;
+  const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  const bool vec = P.vec_ok != 0;
+  if (!q.guided) {
+#pragma unroll
+    for (int j = 0; j < NG; ++j) load_vec<DT>(crow, blk * kB + j * 32 * VEC + lane * VEC, P.V, vec, &lv[j * VEC]);
+  } else {
+    const T* urow = reinterpret_cast<const T*>(P.uncond) + (q.ufirst + (row - q.row_begin)) * P.uncond_stride;
+#pragma unroll
+    for (int j = 0; j < NG; ++j) {
+      float u[VEC];
+      const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+      load_vec<DT>(crow, c0, P.V, vec, &lv[j * VEC]);
+      load_vec<DT>(urow, c0, P.V, vec, u);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = make_l_nb(lv[j * VEC + e], u[e], true, q.g);
+    }
+  }
+  // The banned column, if this lane holds it (unrolled: no local memory).
+  const int bo = P.banned - blk * kB;
+  if (bo >= 0 && bo < NG * 32 * VEC && ((bo / VEC) & 31) == lane) {
+    const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
+#pragma unroll
+    for (int e = 0; e < N; ++e)
+      if (e == idx) lv[e] = neg_inf();
+  }
+  float m = lv[0];
+#pragma unroll
+  for (int e = 1; e < N; ++e) m = fmax_nan(m, lv[e]);
+  float M = warp_max_nan(m);
+  if (M != M || M == -neg_inf()) {  // (unguided rows only: make_l_nb sanitised guided ones)
+    m = neg_inf();
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      lv[e] = sanitize_fast(lv[e]);
+      m = fmaxf(m, lv[e]);
+    }
+    M = warp_max(m);
+  }
+  return M;
+}
+
+// The lane's first column holding the block maximum M and the block's runner-up (multiset), as
+// block_top2 finds them, reduced over the warp.
+template <int DT, int N>
+__device__ __forceinline__ Top2 small_top2(const float (&lv)[N], int blk, float M, int lane) {
+  float b1 = neg_inf(), b2 = neg_inf();
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    b2 = fmaxf(b2, fminf(b1, lv[e]));
+    b1 = fmaxf(b1, lv[e]);
+  }
+  int am = INT_MAX;
+  if (b1 == M) {
+#pragma unroll
+    for (int e = N - 1; e >= 0; --e)
+      if (lv[e] == M) am = col_of<DT>(blk, lane, e);
+  }
+  return warp_top2(Top2{b1, am, b2});
+}
+
+// Group j of block `blk` as l again (the token pass re-reads it: L1 / L2), the same values
+// small_load produced: sanitize_fast is the identity on values that needed no sanitising.
+template <int DT>
+__device__ __forceinline__ void small_group(const SampleParams& P, const Req& q, int row, int blk,
+                                            int j, int lane, float (&l)[Elt<DT>::VEC]) {
+  using T = typename Elt<DT>::T;
+  constexpr int VEC = Elt<DT>::VEC;
+  const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+  const bool vec = P.vec_ok != 0;
+  load_vec<DT>(crow, c0, P.V, vec, l);
+  if (q.guided) {
+    const T* urow = reinterpret_cast<const T*>(P.uncond) + (q.ufirst + (row - q.row_begin)) * P.uncond_stride;
+    float u[VEC];
+    load_vec<DT>(urow, c0, P.V, vec, u);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) l[e] = make_l_nb(l[e], u[e], true, q.g);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) l[e] = sanitize_fast(l[e]);
+  }
+  const int bo = P.banned - c0;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    if (bo == e) l[e] = neg_inf();
+}
+
+// The token within block `blk` (NG 16-byte groups per lane): approximate Gumbels for every
+// column, each lane keeping its best two; the exact float64 score for a lane's best when it lies
+// within approx_margin of the warp's best, for all of a lane's columns in that range when its
+// second does too (rare). The same candidates as finish_plain_warp's bit mask, so the same
+// token. Returns the token (warp-uniform) and its l in *lt.
+// A rolled loop over the groups, each re-read (L1): unrolled over registers holding the row, its
+// ~45 KB of code missed the instruction cache (ncu, 8 x 1025: 9.5 of 14 cycles per instruction
+// "no instruction") and the row's 32 registers spilled.
+// CTA (small_plain_kernel<.., true>: kRowWarps warps on one row): warp w takes groups w, w + 8,
+// ...; the best score, then the exact argmax, are merged across the warps through `sm` (the same
+// threshold and candidates, so the same token).
+struct SmallSmem {
+  int bb;
+  float bf[kRowWarps];
+  double bv[kRowWarps];
+  int bt[kRowWarps];
+  float bl[kRowWarps];
+};
+template <int DT, int NG, bool CTA = false>
+__device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, int row, int blk,
+                                           uint32_t pos, int lane, float* lt, SmallSmem* sm = nullptr) {
+  constexpr int VEC = Elt<DT>::VEC;
+  const int wid = CTA ? (int)(threadIdx.x >> 5) : 0;
+  constexpr int JS = CTA ? kRowWarps : 1;  // group stride
+  float v1 = neg_inf(), v2 = neg_inf(), l1 = 0.f;
+  int c1 = -1;
+  auto approx = [&](float l, int col) {
+    return xform(l, q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
+  };
+  auto group = [&](const float (&l)[VEC], int c0) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (l[e] == neg_inf()) continue;
+      const float v = approx(l[e], c0 + e);
+      if (v > v1) {
+        v2 = v1;
+        v1 = v;
+        c1 = c0 + e;
+        l1 = l[e];
+      } else {
+        v2 = fmaxf(v2, v);
+      }
+    }
+  };
+  if (!q.guided && P.vec_ok && (blk + 1) * kB <= P.V) {
+    // Unguided whole block, 16-byte aligned rows: one 16-byte load per group.
+    using T = typename Elt<DT>::T;
+    const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+#pragma unroll 1
+    for (int j = wid; j < NG; j += JS) {
+      const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+      const uint4 raw = *reinterpret_cast<const uint4*>(crow + c0);
+      const T* ce = reinterpret_cast<const T*>(&raw);
+      float l[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) l[e] = (P.banned - c0 == e) ? neg_inf() : sanitize_fast(Elt<DT>::cvt(ce[e]));
+      group(l, c0);
+    }
+  } else {
+#pragma unroll 1
+    for (int j = wid; j < NG; j += JS) {
+      float l[VEC];
+      small_group<DT>(P, q, row, blk, j, lane, l);
+      group(l, blk * kB + j * 32 * VEC + lane * VEC);
+    }
+  }
+  float bf = warp_max(v1);
+  if constexpr (CTA) {
+    if (lane == 0) sm->bf[wid] = bf;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kRowWarps; ++w) bf = fmaxf(bf, sm->bf[w]);
+  }
+  float thr = bf - approx_margin(bf);  // (may round to -inf at |a| ~ FLT_MAX: -inf stays out)
+  if (P.small_exact_all) thr = -FLT_MAX;
+  double bv = 0;
+  int bt = INT_MAX;
+  float bl = 0.f;
+  auto exact = [&](int col, float l) {
+    const double v = (double)xform(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+    const int bt0 = bt;
+    argmax_merge(bv, bt, v, col);
+    if (bt != bt0) bl = l;
+  };
+  if (v2 != neg_inf() && v2 >= thr) {
+#pragma unroll 1
+    for (int j = wid; j < NG; j += JS) {
+      float l[VEC];
+      small_group<DT>(P, q, row, blk, j, lane, l);
+      const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+#pragma unroll 1
+      for (int e = 0; e < VEC; ++e) {
+        float le = l[0];
+#pragma unroll
+        for (int k = 1; k < VEC; ++k)
+          if (k == e) le = l[k];
+        if (le != neg_inf() && approx(le, c0 + e) >= thr) exact(c0 + e, le);
+      }
+    }
+  } else if (c1 >= 0 && v1 >= thr) {
+    exact(c1, l1);
+  }
+  const int mine = bt;
+  warp_argmax(bv, bt);
+  const unsigned own = __ballot_sync(0xffffffffu, mine == bt && bt != INT_MAX);
+  if (own) bl = __shfl_sync(0xffffffffu, bl, __ffs(own) - 1);
+  if constexpr (CTA) {
+    if (lane == 0) {
+      sm->bv[wid] = bv;
+      sm->bt[wid] = bt;
+      sm->bl[wid] = bl;
+    }
+    __syncthreads();
+    bv = 0;
+    bt = INT_MAX;
+    for (int w = 0; w < kRowWarps; ++w) {
+      const int bt0 = bt;
+      argmax_merge(bv, bt, sm->bv[w], sm->bt[w]);
+      if (bt != bt0) bl = sm->bl[w];
+    }
+  }
+  *lt = bl;
+  return bt;
+}
+
+// CTAs of 256 threads per SM the registers are capped for (rows of one block + a short tail).
+#ifndef DDS_SMALL_MINB
+#define DDS_SMALL_MINB 4
+#endif
+// CTA = true (few rows, small_cta_default): one CTA per row; warp 0 does everything but the
+// token pass, which all kRowWarps warps share (small_token): a shorter chain per row, the same
+// arithmetic, so the same bits as the warp per row.
+template <int DT, int NT, bool CTA>
+__global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? DDS_SMALL_MINB : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
+  constexpr int VEC = Elt<DT>::VEC;
+  constexpr int NJ = 32 / VEC;
+  constexpr int N1 = NT > 0 ? NT * VEC : 1;
+  const int lane = threadIdx.x & 31;
+  const int wid = threadIdx.x >> 5;
+  __shared__ SmallSmem sm;
+  const long long row_ll = CTA ? (long long)blockIdx.x : (long long)blockIdx.x * kRowWarps + wid;
+  if (row_ll >= P.num_rows) return;
+  const int row = (int)row_ll;
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
+  const bool need_a = !q.greedy;
+  // Warp 0 (every warp of the warp-per-row form): the row in registers, block sums, maximum,
+  // runner-up, winning block bb (-1: no token pass, greedy; -2: empty row).
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  float Ml = neg_inf(), Ma = 0.f;
+  BlockRec rmine{};
+  int bb = -1;
+  if (!CTA || wid == 0) {
+    float l0[32], l1[N1];
+    const float M0 = small_load<DT, NJ>(P, q, row, 0, lane, l0);
+    float M1 = neg_inf();
+    if constexpr (NT > 0) M1 = small_load<DT, NT>(P, q, row, 1, lane, l1);
+    const BlockRec r0 = block_sums(P, q, M0, [&](int e) { return l0[e]; });
+    BlockRec r1 = r0;
+    if constexpr (NT > 0) r1 = block_sums<N1>(P, q, M1, [&](int e) { return l1[e]; });
+    // Row maximum, its first column, the multiset runner-up (finish_plain_warp's Top2).
+    const bool max1 = NT > 0 && M1 > M0;  // the first block holding the maximum
+    if (max1) {
+      if constexpr (NT > 0) t = small_top2<DT, N1>(l1, 1, M1, lane);
+      t.m2 = fmaxf(t.m2, M0);
+    } else {
+      t = small_top2<DT, 32>(l0, 0, M0, lane);
+      if (NT > 0) t.m2 = fmaxf(t.m2, M1);
+    }
+    Ml = max1 ? M1 : M0;
+    t.m1 = Ml;
+    if (Ml == neg_inf()) {
+      if (lane == 0) write_empty(P, row);
+      bb = -2;
+    } else {
+      Ma = need_a ? xform(Ml, q.invT) : 0.f;
+      // Lane b keeps block b's record for the sums (added after the token: fewer live registers).
+      rmine = lane == 0 ? r0 : r1;
+      if (need_a) {
+        // The winning block: with two non-empty blocks, both exact float64 scores (lanes 0 and
+        // 1), ties to the lower block; else the one non-empty block.
+        bb = M0 != neg_inf() ? 0 : 1;
+        if (NT > 0 && M0 != neg_inf() && M1 != neg_inf()) {
+          double sc = 0;
+          if (lane < 2) {
+            const BlockRec rb = lane == 0 ? r0 : r1;
+            sc = ((double)xform(rb.maxl, q.invT) + log((double)rb.sa)) +
+                 gumbel(q.seed, q.step, pos, (uint32_t)lane, kSaltBlock);
+          }
+          const double s1 = __shfl_sync(0xffffffffu, sc, 1);
+          const double s0 = __shfl_sync(0xffffffffu, sc, 0);
+          bb = s1 > s0 ? 1 : 0;
+        }
+      }
+    }
+  }
+  if constexpr (CTA) {  // every warp passes the same barriers
+    if (wid == 0 && lane == 0) sm.bb = bb;
+    __syncthreads();
+    bb = sm.bb;
+  }
+  if (bb == -2) return;
+  const int amax = t.i1;
+  int token = amax;
+  float lt = Ml;
+  if (bb == 0) token = small_token<DT, NJ, CTA>(P, q, row, 0, pos, lane, &lt, &sm);
+  else if (bb == 1) {
+    if constexpr (NT > 0) token = small_token<DT, NT, CTA>(P, q, row, 1, pos, lane, &lt, &sm);
+  }
+  if (CTA && wid != 0) return;
+  // Sums in the warp finish's order: lane b adds block b's terms, then warp_sumd.
+  double Za = 0, Ea = 0, Zl = 0, El = 0;
+  if (lane == 0 || (NT > 0 && lane == 1))
+    add_rec_terms(RecReg{rmine}, need_a, P.stats_guided != 0, q.invT, Ma, Ml, Za, Ea, Zl, El);
+  Za = warp_sumd(Za);
+  Ea = warp_sumd(Ea);
+  Zl = warp_sumd(Zl);
+  El = warp_sumd(El);
+  if (lane != 0) return;
+#if defined(__CUDA_ARCH__)
+  __builtin_assume(lt == lt);  // (l is never NaN: plain_outputs need not re-read it)
+#endif
+  plain_outputs<DT>(P, q, row, t, Ml, Ma, amax, token, Za, Ea, Zl, El, lt);
 }
 
 
@@ -3035,13 +3408,34 @@ inline int cand_finish_wpc(int num_rows, int num_sms) {
   while (wpc > 1 && (long long)((num_rows + wpc - 1) / wpc) < sms) wpc >>= 1;
   return wpc;
 }
+// small_plain_kernel: a CTA per row (the token pass shared by its warps) while the rows fit two
+// CTAs per SM; a warp per row beyond. The same bits either way (small_plain_kernel).
+inline bool small_cta_default(int num_rows, int num_sms) {
+  return num_rows <= 2 * (num_sms > 0 ? num_sms : 132);
+}
 // (end of the default dispatch rules)
 
 // launch flags: which row kernels may have work (decided from host-visible scalars).
 template <int DT>
 inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, int num_sms,
                                    cudaStream_t s) {
-  if (run_plain) {  // unfiltered rows
+  if (run_plain && P.small_plain && P.nblocks <= 2) {  // unfiltered rows, V <= 2048
+    if (P.small_cta) {  // a CTA per row (few rows)
+      const unsigned grid = (unsigned)P.num_rows;
+      switch (small_groups_for<DT>(P.V)) {
+        case 0: small_plain_kernel<DT, 0, true><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+        case 1: small_plain_kernel<DT, 1, true><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+        default: small_plain_kernel<DT, 32 / Elt<DT>::VEC, true><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+      }
+    } else {
+      const unsigned grid = (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps);
+      switch (small_groups_for<DT>(P.V)) {
+        case 0: small_plain_kernel<DT, 0, false><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+        case 1: small_plain_kernel<DT, 1, false><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+        default: small_plain_kernel<DT, 32 / Elt<DT>::VEC, false><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+      }
+    }
+  } else if (run_plain) {  // unfiltered rows
     // Blocks per warp: up to 16 consecutive blocks of a row per warp (the next block's loads in
     // flight during this block's arithmetic), fewer while that would leave < 2048 warps. Then one
     // CTA per row finishes it (plain_finish_kernel). Measured on the H200 (docs/device-runs.md,

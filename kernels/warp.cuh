@@ -79,15 +79,28 @@ __device__ __forceinline__ void warp_argmax(double& v, int& i) {
   }
 }
 
+// log2 on the MUFU with denormal inputs flushed (every input here is a normal float, >= 2^-53:
+// the same value as __logf's non-flushing sequence without its rescaling instructions).
+__device__ __forceinline__ float lg2_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return log2f(x);
+#endif
+}
 // Float approximation of bits_to_gumbel (|error| < 5e-5 for every input), used to pre-select
-// the few tokens / blocks whose exact float64 score must be computed.
+// the few tokens / blocks whose exact float64 score must be computed. Both forms of E are
+// computed and one selected (no branch per draw: this runs once per column of a winning block).
 __device__ __forceinline__ float approx_gumbel(uint64_t bits) {
+  constexpr float kLn2 = 0.6931471805599453f;
   const uint64_t k = (bits >> 11) | 1ull;
   const float u = __ull2float_rn(k) * 0x1p-53f;
-  float E;
-  if (u < 1e-3f) E = u * (1.f + u * (0.5f + u * (0.33333334f + u * 0.25f)));
-  else E = -__logf(__ull2float_rn((1ull << 53) - k) * 0x1p-53f);
-  return -__logf(E);
+  const float Et = u * (1.f + u * (0.5f + u * (0.33333334f + u * 0.25f)));
+  const float El = -(lg2_ftz(__ull2float_rn((1ull << 53) - k) * 0x1p-53f) * kLn2);
+  const float E = u < 1e-3f ? Et : El;
+  return -(lg2_ftz(E) * kLn2);
 }
 // Margin that keeps every token whose exact score can reach the approximate maximum.
 __device__ __forceinline__ float approx_margin(float best) { return 2e-4f + 5e-7f * fabsf(best); }

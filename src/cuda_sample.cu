@@ -142,11 +142,22 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   static const int fbpw_env = env_knob("DDS_SAMPLE_FBPW", ksample::kFilteredBpwMax);
   static const int cfwpc_env = env_knob("DDS_SAMPLE_CF_WPC", 0);  // cand_finish warps per CTA
   P.cf_wpc = cfwpc_env;
+  static const int small_env = env_knob("DDS_SAMPLE_SMALL", 1);  // 0: V <= 2048 takes pass + finish
+  P.small_plain = small_env != 0 && P.nblocks <= 2 ? 1 : 0;
+  // DDS_SAMPLE_SMALL_EXACT=1 (tests): every column of the winning block scored in float64 (the
+  // kernel's rare path: several candidates in one lane); same tokens, slower.
+  static const int small_exact_env = env_knob("DDS_SAMPLE_SMALL_EXACT", 0);
+  P.small_exact_all = small_exact_env != 0 ? 1 : 0;
+  // DDS_SAMPLE_SMALL_CTA=0/1: small_plain_kernel with a warp / a CTA per row (default:
+  // small_cta_default, a CTA per row up to two rows per SM).
+  static const int small_cta_env = env_knob("DDS_SAMPLE_SMALL_CTA", -1);
+  P.small_cta = small_cta_env >= 0 ? (small_cta_env != 0 ? 1 : 0)
+                                   : (ksample::small_cta_default(a.num_rows, ctx.num_sms) ? 1 : 0);
   P.bpw = ksample::plain_bpw(P.num_rows, P.nblocks);
   P.fbpw = ksample::filtered_bpw(a.dtype, P.num_rows, P.nblocks, fbpw_env);
   const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;
   const bool fuse = fuse_env >= 0 ? fuse_env != 0 : ksample::plain_fuse_default(a.num_rows, P.nblocks);
-  P.fuse_finish = run_plain && fuse ? 1 : 0;
+  P.fuse_finish = run_plain && fuse && !P.small_plain ? 1 : 0;
   P.block_approx = approx_env != 0 ? 1 : 0;
   P.direct_filter = direct_env > 0 ? 1 : 0;
   P.pass_top2 = ksample::pass_top2_default(a.num_rows, P.nblocks) ? 1 : 0;

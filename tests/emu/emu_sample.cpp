@@ -4,7 +4,10 @@
 // exact; statistics within 1e-5 relative). The dispatch fields of the parameter block follow
 // src/cuda_sample.cu unless the mode argument forces them (fuse, top2, approx, direct).
 // Usage: emu_sample V rows dtype(0 f32, 1 bf16) stats(0 processed, 1 guided) [tscale [mode]]
-//   mode: comma list of fuse=0|1, top2=0|1, approx=0|1, direct=0|1, fbpw=N, srow=0|1 (default:
+//   mode: comma list of fuse=0|1, top2=0|1, approx=0|1, direct=0|1, fbpw=N, srow=0|1, small=0|1
+//   (small_plain_kernel for V <= 2048), ban=N (the banned token, default 3), exactall=1
+//   (small_plain_kernel scores every column exactly: its rare path), cta=0|1 (small_plain_kernel
+//   with a warp / a CTA per row) (default:
 //   the library's rule)
 #include "cuda_emu_sample.h"
 thread_local dim3e threadIdx, blockIdx;
@@ -96,6 +99,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   return pb;
 }
 
+struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1, srow = -1, small = -1, ban = 3, exactall = 0, cta = -1; } g_mode;
 struct Out { std::vector<int32_t> tok, amax, st; std::vector<float> lp, conf, mar, ent, probs; };
 
 void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
@@ -105,7 +109,7 @@ void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
   a.dtype = pb.dtype == 1 ? DDS_DTYPE_BF16 : DDS_DTYPE_F32; a.row_stride = pb.V;
   a.uncond_logits = pb.ucd.data(); a.uncond_row_stride = pb.V; a.uncond_num_rows = pb.rows; a.uncond_row_offsets = pb.uoffs.data();
   a.guidance_scales = pb.G.data(); a.temperatures = pb.T.data(); a.top_ks = pb.K.data(); a.top_ps = pb.P.data(); a.min_ps = pb.MP.data();
-  a.seeds = pb.seeds.data(); a.steps = pb.steps.data(); a.banned_token = 3; a.stats = pb.stats;
+  a.seeds = pb.seeds.data(); a.steps = pb.steps.data(); a.banned_token = g_mode.ban; a.stats = pb.stats;
   o.tok.assign(pb.rows, -7); o.amax.assign(pb.rows, -7); o.st.assign(pb.rows, -7);
   o.lp.assign(pb.rows, NAN); o.conf.assign(pb.rows, NAN); o.mar.assign(pb.rows, NAN); o.ent.assign(pb.rows, NAN);
   o.probs.assign((size_t)pb.rows * pb.V, NAN);
@@ -115,7 +119,6 @@ void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
 }
 
 int g_fb_total = 0, g_counter_bad = 0;
-struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1, srow = -1; } g_mode;
 void parse_mode(const char* s) {
   for (const char* p = s; *p;) {
     int* f = nullptr;
@@ -125,6 +128,10 @@ void parse_mode(const char* s) {
     else if (!strncmp(p, "direct=", 7)) f = &g_mode.direct;
     else if (!strncmp(p, "fbpw=", 5)) f = &g_mode.fbpw;
     else if (!strncmp(p, "srow=", 5)) f = &g_mode.srow;
+    else if (!strncmp(p, "small=", 6)) f = &g_mode.small;
+    else if (!strncmp(p, "ban=", 4)) f = &g_mode.ban;
+    else if (!strncmp(p, "exactall=", 9)) f = &g_mode.exactall;
+    else if (!strncmp(p, "cta=", 4)) f = &g_mode.cta;
     else if (!strncmp(p, "default", 7)) { p += 7; if (*p == ',') ++p; continue; }
     if (!f) { fprintf(stderr, "bad mode %s\n", p); exit(2); }
     p = strchr(p, '=') + 1;
@@ -168,8 +175,26 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   P.block_approx = g_mode.approx >= 0 ? g_mode.approx : 1;
   P.direct_filter = g_mode.direct >= 0 ? g_mode.direct : 0;
   P.pass_top2 = g_mode.top2 >= 0 ? g_mode.top2 : pass_top2_default(P.num_rows, P.nblocks);
+  P.small_plain = (g_mode.small >= 0 ? g_mode.small : 1) && P.nblocks <= 2;
+  if (P.small_plain) P.fuse_finish = 0;
+  P.small_exact_all = g_mode.exactall;
   memset(P.counters, 0, rows * 4);  // (the memset node of a fused call with several warps per row)
-  {
+  P.small_cta = g_mode.cta >= 0 ? g_mode.cta : small_cta_default(P.num_rows, 132);
+  if (P.small_plain && P.small_cta) {
+    const unsigned grid = (unsigned)P.num_rows;
+    switch (small_groups_for<DT>(V)) {
+      case 0: emu_launch(grid, 256, [&] { small_plain_kernel<DT, 0, true>(P); }); break;
+      case 1: emu_launch(grid, 256, [&] { small_plain_kernel<DT, 1, true>(P); }); break;
+      default: emu_launch(grid, 256, [&] { small_plain_kernel<DT, 32 / Elt<DT>::VEC, true>(P); }); break;
+    }
+  } else if (P.small_plain) {
+    const unsigned grid = (unsigned)((P.num_rows + 7) / 8);
+    switch (small_groups_for<DT>(V)) {
+      case 0: emu_launch(grid, 256, [&] { small_plain_kernel<DT, 0, false>(P); }); break;
+      case 1: emu_launch(grid, 256, [&] { small_plain_kernel<DT, 1, false>(P); }); break;
+      default: emu_launch(grid, 256, [&] { small_plain_kernel<DT, 32 / Elt<DT>::VEC, false>(P); }); break;
+    }
+  } else {
     const long long pw = (long long)P.num_rows * wpr;
     if (P.fuse_finish) {
       emu_launch((unsigned)((pw + 7) / 8), 256, [&] { plain_pass_kernel<DT, true>(P); });

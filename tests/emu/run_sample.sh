@@ -9,7 +9,10 @@
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: comma list of fuse=0|1, top2=0|1,
 #   approx=0|1, direct=0|1, fbpw=N (blocks per warp of the filtered pass, 16-bit dtypes), srow=0
-#   (filter_kernel re-reads the row from global memory, as for V > 40960)
+#   (filter_kernel re-reads the row from global memory, as for V > 40960), small=0|1
+#   (small_plain_kernel for unfiltered rows of V <= 2048; default 1), ban=N (banned token),
+#   exactall=1 (that kernel's rare path everywhere), cta=0|1 (it with a warp / a CTA per row;
+#   default: a CTA up to 264 rows, so these 40-row cases take the CTA form unless cta=0)
 #   (default: src/cuda_sample.cu's rules).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -22,7 +25,7 @@ fi
 rc=0
 if [ "${2:-}" = --quick ]; then
   # One case per dispatch choice, both dtypes and statistics modes.
-  for cm in "1025 40 0 1 fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0,approx=0" \
+  for cm in "1025 40 0 1 default" "1025 40 1 1 cta=0" "1025 40 1 0 exactall=1" "1025 40 1 0 small=0,fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0,approx=0" \
             "5000 40 1 1 direct=1" "40000 22 1 0 fbpw=3" "40000 22 0 0 srow=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
@@ -31,9 +34,17 @@ else
   # V: 1 block + 1 column (the list is the row), 5 blocks, 40 blocks (two warps' worth of
   # blocks); both dtypes, both statistics modes; the modes flip every dispatch choice once.
   for c in "1025 40 0 0" "1025 40 1 1" "5000 40 0 0" "5000 40 1 0" "5000 40 0 1" "40000 22 1 0"; do
-    for m in default fuse=1 fuse=1,top2=1 top2=0,approx=0,fbpw=3,srow=0 direct=1 direct=1,srow=0; do
+    for m in default small=0,fuse=1 small=0,fuse=1,top2=1 top2=0,approx=0,fbpw=3,srow=0 direct=1 direct=1,srow=0; do
       "$out/emu_sample" $c 1 "$m" 2>/dev/null | tail -1 || rc=1
     done
+  done
+  # small_plain_kernel's other shapes: one partial block, a last block of 16-byte group 0 only
+  # (banned column in it), two whole blocks; exactall=1: every column scored exactly (the rare
+  # path of several candidates in one lane).
+  for c in "1000 44 1 1 1 default" "1100 44 0 0 0.5 ban=1024" "2048 44 1 0 1 default" "2048 44 0 1 2 ban=2047" \
+           "1025 44 1 0 1 exactall=1" "2048 30 0 1 1 exactall=1" "1025 44 0 1 1 cta=0" \
+           "1025 44 1 0 1 cta=0,exactall=1" "2048 30 1 1 0.5 cta=0"; do
+    "$out/emu_sample" $c 2>/dev/null | tail -1 || rc=1
   done
   # More than 256 blocks: the CTA-per-row finish adds its block terms in chunks of 256.
   "$out/emu_sample" 300000 3 0 1 1 default 2>/dev/null | tail -1 || rc=1

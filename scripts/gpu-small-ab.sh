@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repo root: checks small_plain_kernel (unfiltered rows of V <= 2048)
+# against the general path (DDS_SAMPLE_SMALL=0): test_gpu_sample, the outputs of both paths
+# compared byte for byte (dds_profile_sample's DDS_PROFILE_DUMP) on several shapes, the test again
+# with DDS_SAMPLE_SMALL_EXACT=1 (every column scored exactly: the kernel's rare path), memcheck of
+# the sanitizer case, A/B call times (scripts/ab-sample.sh) and, with NCU=1, ncu of the kernel.
+# Carry .gpu-artifacts/build (scripts/prep-gpu-final.sh). Logs under $OUT, a digest on stdout.
+B=${B:-$PWD/.gpu-artifacts/build}; export B LD_LIBRARY_PATH=$B
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if [ "${TESTS:-1}" = 1 ]; then
+  timeout 250 "$B/test_gpu_sample" > "$OUT/test_gpu_sample.log" 2>&1; echo "test_gpu_sample rc=$?"
+  tail -3 "$OUT/test_gpu_sample.log"
+  DDS_SAMPLE_SMALL_EXACT=1 timeout 250 "$B/test_gpu_sample" > "$OUT/test_gpu_sample_exact.log" 2>&1
+  echo "test_gpu_sample with DDS_SAMPLE_SMALL_EXACT=1 (small_plain_kernel's rare path everywhere) rc=$?"
+  tail -3 "$OUT/test_gpu_sample_exact.log"
+  timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$B/test_gpu_sample" -tc='*sanitizer*' > "$OUT/memcheck.log" 2>&1
+  echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+fi
+IFS=';' read -ra shapes <<<"${CMP_SHAPES:-f32 1025 4096 plain 1;bf16 1025 4096 plain 0.5;f32 1025 4096 plain 0;f32 2048 4096 plain 1;bf16 2048 1000 plain 0.7;f32 1000 512 plain 1;bf16 1100 300 plain 1;f32 1152 64 plain 2;f32 1024 777 plain 1;bf16 1025 8 plain 1}"
+for s in "${shapes[@]}"; do
+  read -r dt V R sc T <<<"$s"
+  for k in 0 1; do
+    DDS_SAMPLE_SMALL=$k DDS_PROFILE_DUMP="$OUT/dump$k.bin" "$B/dds_profile_sample" $dt $V $R $sc 3 $T > /dev/null
+  done
+  if cmp -s "$OUT/dump0.bin" "$OUT/dump1.bin"; then echo "identical outputs: $s"; else echo "OUTPUTS DIFFER: $s"; fi
+done
+rm -f "$OUT"/dump*.bin
+KNOB=DDS_SAMPLE_SMALL VALUES="0 1" CALLS=${CALLS:-30} SHAPES="${AB_SHAPES:-f32 1025 4096 plain;bf16 1025 4096 plain;f32 1025 4096 plain 0.5;bf16 1025 4096 plain 0;f32 1025 256 plain;bf16 1025 256 plain;f32 1025 8 plain;f32 2048 4096 plain;bf16 2048 4096 plain;f32 1024 4096 plain;bf16 1100 4096 plain}" \
+  bash scripts/ab-sample.sh | tee "$OUT/ab.log"
+if [ "${NCU:-0}" = 1 ]; then
+  KERNEL=small_plain LC=1 SHAPES="${NCU_SHAPES:-f32 1025 4096 plain 1;bf16 1025 4096 plain 1}" timeout 200 bash scripts/ncu-filter.sh
+  for f in "$OUT"/ncu_filter_*.txt; do
+    grep -E "^  [a-z_]+.*small_plain|Duration|Executed Instructions  |Issued Warp Per|Achieved Occupancy|Registers Per|Local Memory Spill|No Eligible" "$f" | head -12
+  done
+fi
