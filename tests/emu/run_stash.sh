@@ -15,7 +15,7 @@ if [ $# -gt 1 ]; then
 fi
 rc=0
 for c in "3000 5 0 0" "3000 20 1 1" "3000 5 2 2" "3000 20 0 3" "7 5 1 0" "1025 0 0 0" "5000 20 1 3 1" \
-         "64 5 0 0 3 600"; do
+         "64 5 0 0 3 600" "70000 40 1 0"; do
   "$out/emu_stash" $c | tail -1 || rc=1
 done
 echo "run_stash.sh: $([ $rc -eq 0 ] && echo 'all cases equal to the CPU' || echo 'MISMATCHES')"
