@@ -2318,15 +2318,14 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
   return bt;
 }
 
-// CTAs of 256 threads per SM the registers are capped for (rows of one block + a short tail).
-#ifndef DDS_SMALL_MINB
-#define DDS_SMALL_MINB 4
-#endif
 // CTA = true (few rows, small_cta_default): one CTA per row; warp 0 does everything but the
 // token pass, which all kRowWarps warps share (small_token): a shorter chain per row, the same
 // arithmetic, so the same bits as the warp per row.
 template <int DT, int NT, bool CTA>
-__global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? DDS_SMALL_MINB : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
+// Register caps: the warp form 64 (4 CTAs of 256 threads per SM) for rows of one block and a
+// short tail (80 measured no faster, docs/device-runs.md), 128 with a whole second block; the CTA
+// form 128.
+__global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
@@ -3415,26 +3414,23 @@ inline bool small_cta_default(int num_rows, int num_sms) {
 }
 // (end of the default dispatch rules)
 
+// small_plain_kernel's instantiation for V (the groups held for the last block).
+template <int DT, bool CTA>
+inline void launch_small_plain(const SampleParams& P, unsigned grid, cudaStream_t s) {
+  switch (small_groups_for<DT>(P.V)) {
+    case 0: small_plain_kernel<DT, 0, CTA><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+    case 1: small_plain_kernel<DT, 1, CTA><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+    default: small_plain_kernel<DT, 32 / Elt<DT>::VEC, CTA><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+  }
+}
+
 // launch flags: which row kernels may have work (decided from host-visible scalars).
 template <int DT>
 inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, int num_sms,
                                    cudaStream_t s) {
   if (run_plain && P.small_plain && P.nblocks <= 2) {  // unfiltered rows, V <= 2048
-    if (P.small_cta) {  // a CTA per row (few rows)
-      const unsigned grid = (unsigned)P.num_rows;
-      switch (small_groups_for<DT>(P.V)) {
-        case 0: small_plain_kernel<DT, 0, true><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-        case 1: small_plain_kernel<DT, 1, true><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-        default: small_plain_kernel<DT, 32 / Elt<DT>::VEC, true><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-      }
-    } else {
-      const unsigned grid = (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps);
-      switch (small_groups_for<DT>(P.V)) {
-        case 0: small_plain_kernel<DT, 0, false><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-        case 1: small_plain_kernel<DT, 1, false><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-        default: small_plain_kernel<DT, 32 / Elt<DT>::VEC, false><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-      }
-    }
+    if (P.small_cta) launch_small_plain<DT, true>(P, (unsigned)P.num_rows, s);  // a CTA per row
+    else launch_small_plain<DT, false>(P, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), s);
   } else if (run_plain) {  // unfiltered rows
     // Blocks per warp: up to 16 consecutive blocks of a row per warp (the next block's loads in
     // flight during this block's arithmetic), fewer while that would leave < 2048 warps. Then one
