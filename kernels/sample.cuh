@@ -137,6 +137,7 @@ struct SampleParams {
   int small_plain;    // unfiltered rows of V <= 2048: small_plain_kernel (no pass + finish)
   int small_exact_all;  // tests: small_plain_kernel scores every column exactly (its rare path)
   int small_cta;      // small_plain_kernel with a CTA per row (small_cta_default)
+  int small_filter;   // filtered rows of V <= 2048: small_filter_kernel (no lists, no fallback)
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -588,25 +589,39 @@ struct WSel {
   long long above_cnt;            // entries with key > K
   unsigned long long above_mass;  // their fixed-point mass (mode 1)
   int eq_cnt;                     // entries with key == K
+  unsigned long long total;       // mode 1: the mass of every entry f accepts (the first pass's)
+  bool reached;                   // mode 1: total >= target (else the select stopped there)
 };
 
 struct NoMass {
   __device__ __forceinline__ unsigned long long operator()(uint32_t) const { return 0ull; }
 };
-// Warp radix select over the list S[0, nS) (global, written by this warp): among the entries
-// for which f(c, l, &key) is true, the key K at which the count (mode 0: reaching `need`) or the
-// fixed-point mass mf(key) (mode 1: reaching `target`; computed only for the entries inside the
-// current prefix) accumulated from the largest key down first reaches the goal. hist / hm: this
-// warp's shared bins (hm: kWBins 64-bit words, used as 2 x kWBins 32-bit ones).
-template <typename F, typename MF = NoMass>
-__device__ WSel warp_select(const int2* S, int nS, int mode, long long need, double target,
-                            unsigned* hist, unsigned long long* hm, int lane, F f, MF mf = MF{}) {
+// Warp radix select over a source of entries: each(g) calls g(c, a, key) for this lane's entries
+// (a: the processed value, key = fkey(a)): finish_filtered's list S, or small_filter_kernel's
+// row in shared memory. Among the entries for which f(c, a, key) is true (f may replace key, e.g.
+// by the inverted column for a tie cut), the key K at which the count (mode 0: reaching `need`)
+// or the fixed-point mass mf(key) (mode 1: reaching target = tgt(total), total = the mass of all
+// the entries f accepts, summed by the first pass; computed only for the entries inside the
+// current prefix) accumulated from the largest key down first reaches the goal: the largest K
+// whose count / mass at or above it reaches the goal, so any digit layout gives the same K.
+// hist / hm: this warp's shared bins (hm: kWBins 64-bit words, used as 2 x kWBins 32-bit ones).
+// lst (optional, room for every entry; lcnt: a shared counter): after the first pass the entries
+// inside the prefix are listed (column, source key), and the other three passes walk that list.
+template <typename Each, typename F, typename TG, typename MF = NoMass>
+__device__ __forceinline__ WSel select_src(const Each& each, int mode, long long need, const TG& tgt,
+                                           unsigned* hist, unsigned long long* hm, int lane, F f,
+                                           MF mf = MF{}, int2* lst = nullptr,
+                                           unsigned* lcnt = nullptr) {
   uint32_t* mlo = reinterpret_cast<uint32_t*>(hm);  // bin masses: two 32-bit words (mass_add)
   uint32_t* mhi = mlo + kWBins;
   uint32_t prefix = 0, pmask = 0;
   long long above_cnt = 0;
-  unsigned long long above_mass = 0;
+  unsigned long long above_mass = 0, total = 0;
+  double target = 0;
   int eqc_last = 0;
+  int nlst = -1;  // >= 0: the passes walk lst[0, nlst)
+  WSel r;
+  r.reached = true;
   for (int pass = 0; pass < 4; ++pass) {
     const int sh = 24 - 8 * pass;
     for (int i = lane; i < kWBins; i += 32) {
@@ -614,15 +629,36 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
       mlo[i] = 0u;
       mhi[i] = 0u;
     }
+    if (lst != nullptr && pass == 1) {
+      // The entries inside the first digit's bin, listed (no masses, no bins: on a dense walk
+      // the exp of the few entries inside would run in most steps of the warp).
+      if (lane == 0) *lcnt = 0u;
+      __syncwarp();
+      each([&](int c, float a, uint32_t key0) {
+        uint32_t key = key0;
+        if (f(c, a, key) && (key & pmask) == prefix) lst[atomicAdd(lcnt, 1u)] = make_int2(c, (int)key0);
+      });
+      __syncwarp();
+      __threadfence();
+      nlst = (int)*lcnt;
+    }
     __syncwarp();
-    for_list(S, nS, lane, [&](int c, float l) {
-      uint32_t key;
-      if (!f(c, l, key)) return;
+    auto visit = [&](int c, float a, uint32_t key0) {
+      uint32_t key = key0;
+      if (!f(c, a, key)) return;
       if ((key & pmask) != prefix) return;  // the mass only for entries inside the prefix
       const uint32_t bin = (key >> sh) & 255u;
       atomicAdd(&hist[bin], 1u);
       if (mode == 1) mass_add(mlo, mhi, bin, mf(key));
-    });
+    };
+    if (nlst >= 0) {
+      for (int j = lane; j < nlst; j += 32) {
+        const int2 e = __ldcg(lst + j);
+        visit(e.x, fkey_inv((uint32_t)e.y), (uint32_t)e.y);
+      }
+    } else {
+      each(visit);
+    }
     __syncwarp();
     // Lane L owns bins 255 - 8L down to 248 - 8L (descending keys across the lanes).
     const int hi = kWBins - 1 - 8 * lane;
@@ -643,6 +679,14 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
       if (lane >= o) {
         pc += c2;
         pm += m2;
+      }
+    }
+    if (mode == 1 && pass == 0) {
+      total = __shfl_sync(0xffffffffu, pm, 31);
+      target = tgt(total);
+      if (!((double)total >= target)) {  // the goal lies beyond the entries: no select
+        r.reached = false;
+        break;
       }
     }
     const long long ec = pc - lc;
@@ -690,11 +734,11 @@ __device__ WSel warp_select(const int2* S, int nS, int mode, long long need, dou
     above_mass = mm;
     eqc_last = eqc;
   }
-  WSel r;
   r.key = prefix;
   r.above_cnt = above_cnt;
   r.above_mass = above_mass;
   r.eq_cnt = eqc_last;
+  r.total = total;
   return r;
 }
 
@@ -774,6 +818,239 @@ __device__ __noinline__ Top2 block_top2(const SampleParams& P, const Req& q, int
   }
   Top2 tb{b1, am, b2};
   return warp_top2(tb);
+}
+
+// Thresholds of a filtered row (finish_filtered step 3, small_filter_kernel): the kept set is
+// the prefix key > kthr || (key == kthr && t <= cid) of the order (a desc, t asc), and a >= amin.
+// each(g): g(c, a, fkey(a)) for this lane's entries of the source (nS entries in all: the
+// candidates S, or every finite column of the row when `complete`); every finite column outside
+// the source has a <= Ua. outside(): the fixed-point mass of the finite columns outside the
+// source (asked for only by top-p without top-k; warp-collective). ok = false: the candidates
+// cannot settle top-k; inside = false: the kept set is not provably inside the source. lst / lcnt:
+// select_src's optional list (room for nS entries).
+struct FiltThr {
+  uint32_t kthr;
+  int cid;
+  bool ok, inside;
+};
+template <class Each, class Out>
+__device__ __forceinline__ FiltThr filter_thresholds(const SampleParams& P, const Req& q,
+                                                     const Each& each, int nS, bool complete,
+                                                     float m, double md, float amin, float Ua,
+                                                     unsigned* hist, unsigned long long* hm,
+                                                     int lane, const Out& outside,
+                                                     int2* lst = nullptr, unsigned* lcnt = nullptr) {
+  uint32_t kthr = 0;
+  int cid = INT_MAX;
+  bool inside = complete;  // the kept set provably lies in the source
+  bool ok = true;
+  bool applied_k = false;
+  auto no_target = [](unsigned long long) { return 0.0; };
+  auto tie_cut = [&](uint32_t K, int rr) -> int {
+    const WSel s = select_src(each, 0, rr, no_target, hist, hm, lane,
+                              [&](int c, float, uint32_t& key) {
+                                if (key != K) return false;
+                                if (key == kthr && c > cid) return false;
+                                key = ~(uint32_t)c;
+                                return true;
+                              }, NoMass{}, lst, lcnt);
+    return (int)~s.key;
+  };
+  if (q.k > 0 && q.k < P.V) {
+    if (complete && q.k >= nS) {
+      // k >= |K0|: top-k is off.
+    } else if (nS < q.k) {
+      ok = false;
+    } else {
+      const WSel s = select_src(each, 0, q.k, no_target, hist, hm, lane,
+                                [](int, float, uint32_t&) { return true; }, NoMass{}, lst, lcnt);
+      const int rr = q.k - (int)s.above_cnt;
+      int c2 = INT_MAX;
+      if (rr < s.eq_cnt) c2 = tie_cut(s.key, rr);
+      kthr = s.key;
+      cid = c2;
+      inside = true;
+      applied_k = true;
+    }
+  }
+  if (ok && q.p < 1.f) {
+    if (q.p <= 0.f) {
+      if (nS == 0) {
+        ok = false;
+      } else {
+        const uint32_t K = fkey(m);
+        const int c2 = tie_cut(K, 1);
+        kthr = K;
+        cid = c2;
+        inside = true;
+      }
+    } else {
+      auto mass_of = [&](uint32_t kk) {  // fixed-point mass of the column of key kk
+        // (exactly 0 from d <= -32: exp(-32) 2^44 = 0.22 rounds to 0; no exp for those)
+        const double d = (double)fkey_inv(kk) - md;
+        return d > -32.0 ? __double2ull_rn(exp(d) * kMassScale) : 0ull;
+      };
+      // Z1 = the mass of K1 (fixed point): zs, the part in the source (the select's first pass
+      // sums it), plus the rest of the row when no top-k; the target p Z1.
+      const double zo = applied_k ? 0.0 : outside();
+      const double p = (double)q.p;
+      const WSel s = select_src(each, 1, 0,
+                                [&](unsigned long long zs) { return p * ((double)zs + zo); },
+                                hist, hm, lane,
+                                [&](int c, float, uint32_t& key) {
+                                  return !(key < kthr || (key == kthr && c > cid));
+                                }, mass_of, lst, lcnt);
+      if (s.reached) {
+        const double target = p * ((double)s.total + zo);
+        const uint32_t K = s.key;
+        const unsigned long long A = s.above_mass;
+        const double e = (double)mass_of(K);
+        long long nk;
+        if ((double)A >= target) nk = 1;
+        else nk = (long long)ceil((target - (double)A) / e);
+        if (nk < 1) nk = 1;
+        if (nk < s.eq_cnt) {
+          cid = tie_cut(K, (int)nk);
+        } else if (K != kthr) {
+          cid = INT_MAX;
+        }
+        kthr = K;
+        inside = true;
+      }
+      // else: the boundary lies beyond S (K2 contains S): only min-p can bound the kept set.
+    }
+  }
+  if (ok && q.minp > 0.f && amin > Ua) inside = true;
+  return FiltThr{kthr, cid, ok, inside};
+}
+
+// The kept set of a filtered row (filter_thresholds): key > kthr || (key == kthr && t <= cid),
+// and a >= amin.
+struct Kept {
+  uint32_t kthr;
+  int cid;
+  float amin;
+  __device__ __forceinline__ bool operator()(int c, float a) const {
+    const uint32_t kk = fkey(a);
+    return (kk > kthr || (kk == kthr && c <= cid)) && a >= amin;
+  }
+};
+// A kept column's fixed-point terms (order-free integer sums): returns its mass exp(a - m)
+// x 2^44 and adds exp(a - m) (a - m) x 2^44 to ef.
+__device__ __forceinline__ unsigned long long kept_terms(float a, double md, long long& ef) {
+  const double d = (double)a - md;
+  const double x = exp(d);
+  ef += __double2ll_rn(x * d * kMassScale);
+  return __double2ull_rn(x * kMassScale);
+}
+
+// The token of a filtered row: approximate Gumbels (fp32, approx_gumbel) for the kept columns
+// (in_k(c, a), a = to_a(the entry's value)) of the winning block bbest among the list S[0, nS),
+// each lane keeping its best
+// two; the exact float64 score for each lane's best when it is within approx_margin of the warp's
+// best (the token the exact scores pick is among those), a second walk scoring every such column
+// only when some lane's runner-up is that close too. Exact scores for every kept column had been
+// ~22% of cand_finish's instructions at 4096 x 1025 top-p (ncu, 2026-11-29); a second walk every
+// time cost top-k / min-p rows 2-5%. Returns the token (warp-uniform; INT_MAX: no kept column).
+template <class K, class A>
+__device__ __forceinline__ int list_token(const Req& q, uint32_t pos, const int2* S, int nS,
+                                          int bbest, int lane, const K& in_k, const A& to_a) {
+  double bv = 0;
+  int bt = INT_MAX;
+  if (bbest != INT_MAX) {
+    float s1 = neg_inf(), s2 = neg_inf(), a1 = 0.f;
+    int c1 = -1;
+    for_list(S, nS, lane, [&](int c, float l) {
+      if ((c >> 10) != bbest) return;
+      const float a = to_a(l);
+      if (!in_k(c, a)) return;
+      const float sc = a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken));
+      if (sc > s1) {
+        s2 = s1;
+        s1 = sc;
+        c1 = c;
+        a1 = a;
+      } else {
+        s2 = fmaxf(s2, sc);
+      }
+    });
+    const float bf = warp_max(s1);
+    const float thr = bf - approx_margin(bf);
+    // (thr NaN: every lane with two kept columns walks again, a lane with one scores it exactly)
+    if (__ballot_sync(0xffffffffu, s2 != neg_inf() && !(s2 < thr)) != 0u) {
+      for_list(S, nS, lane, [&](int c, float l) {
+        if ((c >> 10) != bbest) return;
+        const float a = to_a(l);
+        if (!in_k(c, a)) return;
+        const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+        if (a + approx_gumbel(bits) < thr) return;
+        argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
+      });
+    } else if (c1 >= 0 && !(s1 < thr)) {
+      argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
+    }
+  }
+  warp_argmax(bv, bt);
+  return bt;
+}
+
+// A filtered row's guided statistics: one block's terms (maximum m1, sums sl / el of its record)
+// relative to the row maximum Ml, in the order finish_filtered has always added them.
+__device__ __forceinline__ void guided_terms(float m1, float slf, float elf, float Ml, double& Zl,
+                                             double& El) {
+  const double sl = (double)slf;
+  const double el = (double)elf;
+  const double dm = (double)m1 - (double)Ml;
+  const double w = exp(dm);
+  Zl += sl * w;
+  El += w * (el + dm * sl);
+}
+// A filtered row's outputs and RowInfo (one thread): token, first argmax column, runner-up m2
+// of l, maxima Ml (l) and m (a), the thresholds, the kept set's fixed-point sums (zf, ef) and
+// size nk, the guided sums Zl / El (stats_guided).
+template <int DT>
+__device__ __forceinline__ void filtered_outputs(const SampleParams& P, const Req& q, int row,
+                                                 int token, int amax, float m2, float Ml, float m,
+                                                 uint32_t kthr, int cid, float amin,
+                                                 unsigned long long zf, long long ef, int nk,
+                                                 double Zl, double El) {
+  RowInfo ri;
+  ri.empty = 0;
+  ri.token = token;
+  ri.invT = q.invT;
+  ri.kthr = kthr;
+  ri.cid = cid;
+  ri.amin = amin;
+  double logprob, conf, margin, ent;
+  const float lt = load_l<DT>(P, q, row, token);
+  if (P.stats_guided) {
+    const double logS = log(Zl);
+    logprob = ((double)lt - (double)Ml) - logS;
+    conf = exp(-logS);
+    const double p2 = (m2 == neg_inf()) ? 0.0 : exp(((double)m2 - (double)Ml) - logS);
+    margin = conf - p2;
+    ent = logS - El / Zl;
+    ri.mode = 0;
+    ri.use_a = 0;
+    ri.logS = logS;
+    ri.M = Ml;
+  } else {
+    const double Z = (double)zf / kMassScale;
+    const double E = (double)ef / kMassScale;
+    const double logS = log(Z);
+    logprob = ((double)xform(lt, q.invT) - (double)m) - logS;
+    conf = exp(-logS);
+    const double p2 = (nk < 2) ? 0.0 : exp(((double)xform(m2, q.invT) - (double)m) - logS);
+    margin = conf - p2;
+    ent = logS - E / Z;
+    ri.mode = 2;
+    ri.use_a = 1;
+    ri.logS = logS;
+    ri.M = m;
+  }
+  if (ent < 0) ent = 0;
+  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+  P.rowinfo[row] = ri;
 }
 
 template <int DT>
@@ -950,109 +1227,27 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   __threadfence();
   const int2* S = cl;
 
-  // 3. Thresholds: the kept set is the prefix key > kthr || (key == kthr && t <= cid), a >= amin.
-  uint32_t kthr = 0;
-  int cid = INT_MAX;
-  bool inside = complete;  // the kept set provably lies in S
-  bool ok = true;
-  bool applied_k = false;
-  auto tie_cut = [&](uint32_t K, int rr) -> int {
-    const WSel s = warp_select(S, nS, 0, rr, 0.0, hist, hm, lane,
-                               [&](int c, float l, uint32_t& key) {
-                                 const uint32_t kk = fkey(xform(l, invT));
-                                 if (kk != K) return false;
-                                 if (kk == kthr && c > cid) return false;
-                                 key = ~(uint32_t)c;
-                                 return true;
-                               });
-    return (int)~s.key;
+  // 3. Thresholds.
+  auto each = [&](auto g) {
+    for_list(S, nS, lane, [&](int c, float l) {
+      const float a = xform(l, invT);
+      g(c, a, fkey(a));
+    });
   };
-  if (q.k > 0 && q.k < P.V) {
-    if (complete && q.k >= nS) {
-      // k >= |K0|: top-k is off.
-    } else if (nS < q.k) {
-      ok = false;
-    } else {
-      const WSel s = warp_select(S, nS, 0, q.k, 0.0, hist, hm, lane,
-                                 [&](int c, float l, uint32_t& key) {
-                                   key = fkey(xform(l, invT));
-                                   return true;
-                                 });
-      const int rr = q.k - (int)s.above_cnt;
-      int c2 = INT_MAX;
-      if (rr < s.eq_cnt) c2 = tie_cut(s.key, rr);
-      kthr = s.key;
-      cid = c2;
-      inside = true;
-      applied_k = true;
+  const FiltThr th = filter_thresholds(P, q, each, nS, complete, m, md, amin, Ua, hist, hm, lane, [&]() {
+    double zr = 0;
+    for (int b = lane; b < nb; b += 32) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      if (m1 == neg_inf()) continue;
+      const double sr = (double)__ldcg(&recs[b].sa);
+      if (sr > 0) zr += sr * exp((double)xform(m1, invT) - md);
     }
-  }
-  if (ok && q.p < 1.f) {
-    if (q.p <= 0.f) {
-      if (nS == 0) {
-        ok = false;
-      } else {
-        const uint32_t K = fkey(m);
-        const int c2 = tie_cut(K, 1);
-        kthr = K;
-        cid = c2;
-        inside = true;
-      }
-    } else {
-      auto mass_of = [&](uint32_t kk) {  // fixed-point mass of the column of key kk
-        return __double2ull_rn(exp((double)fkey_inv(kk) - md) * kMassScale);
-      };
-      // Z1 = mass of K1 (fixed point): the part in S, plus the rest of the row when no top-k.
-      unsigned long long zs = 0;
-      for_list(S, nS, lane, [&](int c, float l) {
-        const float a = xform(l, invT);
-        const uint32_t kk = fkey(a);
-        if (kk < kthr || (kk == kthr && c > cid)) return;
-        zs += __double2ull_rn(exp((double)a - md) * kMassScale);
-      });
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) zs += __shfl_xor_sync(0xffffffffu, zs, o);
-      double Z1 = (double)zs;
-      if (!applied_k) {
-        double zr = 0;
-        for (int b = lane; b < nb; b += 32) {
-          const float m1 = __ldcg(&recs[b].maxl);
-          if (m1 == neg_inf()) continue;
-          const double sr = (double)__ldcg(&recs[b].sa);
-          if (sr > 0) zr += sr * exp((double)xform(m1, invT) - md);
-        }
-        zr = warp_sumd(zr);
-        Z1 += zr * kMassScale + (double)zout;
-      }
-      const double target = (double)q.p * Z1;
-      if ((double)zs >= target) {
-        const WSel s = warp_select(S, nS, 1, 0, target, hist, hm, lane,
-                                   [&](int c, float l, uint32_t& key) {
-                                     const uint32_t kk = fkey(xform(l, invT));
-                                     if (kk < kthr || (kk == kthr && c > cid)) return false;
-                                     key = kk;
-                                     return true;
-                                   }, mass_of);
-        const uint32_t K = s.key;
-        const unsigned long long A = s.above_mass;
-        const double e = (double)mass_of(K);
-        long long nk;
-        if ((double)A >= target) nk = 1;
-        else nk = (long long)ceil((target - (double)A) / e);
-        if (nk < 1) nk = 1;
-        if (nk < s.eq_cnt) {
-          cid = tie_cut(K, (int)nk);
-        } else if (K != kthr) {
-          cid = INT_MAX;
-        }
-        kthr = K;
-        inside = true;
-      }
-      // else: the boundary lies beyond S (K2 contains S): only min-p can bound the kept set.
-    }
-  }
-  if (ok && q.minp > 0.f && amin > Ua) inside = true;
-  if (!ok || !inside) {
+    zr = warp_sumd(zr);
+    return zr * kMassScale + (double)zout;
+  });
+  const uint32_t kthr = th.kthr;
+  const int cid = th.cid;
+  if (!th.ok || !th.inside) {
     // Not provable from the candidates: the filter kernel samples this row from the logits.
     if (lane == 0) {
       const int slot = atomicAdd(P.fb_count, 1);
@@ -1060,10 +1255,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     }
     return;
   }
-  auto in_k = [&](int c, float a) -> bool {
-    const uint32_t kk = fkey(a);
-    return (kk > kthr || (kk == kthr && c <= cid)) && a >= amin;
-  };
+  const Kept in_k{kthr, cid, amin};
 
   // 4. Kept sums in fixed point (order-independent): per block, Z, E = sum e (a - m), count.
   unsigned long long* km = P.kmass + (long long)row * nb;
@@ -1076,12 +1268,9 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   for_list(S, nS, lane, [&](int c, float l) {
     const float a = xform(l, invT);
     if (!in_k(c, a)) return;
-    const double d = (double)a - md;
-    const double x = exp(d);
-    const unsigned long long ux = __double2ull_rn(x * kMassScale);
+    const unsigned long long ux = kept_terms(a, md, ef);
     if (ux) atomicAdd(km + (c >> 10), ux);
     zf += ux;
-    ef += __double2ll_rn(x * d * kMassScale);
     ++nk;
   });
 #pragma unroll
@@ -1106,48 +1295,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     argmax_merge(best, bbest, score, b);
   }
   warp_argmax(best, bbest);
-  // The token: approximate Gumbels (fp32, approx_gumbel) for the kept columns of the winning
-  // block, each lane keeping its best two; the exact float64 score for each lane's best when it
-  // is within approx_margin of the warp's best (the token the exact scores pick is among those),
-  // a second walk scoring every such column only when some lane's runner-up is that close too.
-  // Exact scores for every kept column had been ~22% of this kernel's instructions at 4096 x 1025
-  // top-p (ncu, 2026-11-29); a second walk every time cost top-k / min-p rows 2-5%.
-  double bv = 0;
-  int bt = INT_MAX;
-  if (bbest != INT_MAX) {
-    float s1 = neg_inf(), s2 = neg_inf(), a1 = 0.f;
-    int c1 = -1;
-    for_list(S, nS, lane, [&](int c, float l) {
-      if ((c >> 10) != bbest) return;
-      const float a = xform(l, invT);
-      if (!in_k(c, a)) return;
-      const float sc = a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken));
-      if (sc > s1) {
-        s2 = s1;
-        s1 = sc;
-        c1 = c;
-        a1 = a;
-      } else {
-        s2 = fmaxf(s2, sc);
-      }
-    });
-    const float bf = warp_max(s1);
-    const float thr = bf - approx_margin(bf);
-    // (thr NaN: every lane with two kept columns walks again, a lane with one scores it exactly)
-    if (__ballot_sync(0xffffffffu, s2 != neg_inf() && !(s2 < thr)) != 0u) {
-      for_list(S, nS, lane, [&](int c, float l) {
-        if ((c >> 10) != bbest) return;
-        const float a = xform(l, invT);
-        if (!in_k(c, a)) return;
-        const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
-        if (a + approx_gumbel(bits) < thr) return;
-        argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
-      });
-    } else if (c1 >= 0 && !(s1 < thr)) {
-      argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
-    }
-  }
-  warp_argmax(bv, bt);
+  const int bt = list_token(q, pos, S, nS, bbest, lane, in_k, [&](float l) { return xform(l, invT); });
   const int token = (bt == INT_MAX) ? amax : bt;
 
   // 6. Statistics: processed over the kept set, or guided over K0 from the block records.
@@ -1155,55 +1303,13 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   if (P.stats_guided) {
     for (int b = lane; b < nb; b += 32) {
       const float m1 = __ldcg(&recs[b].maxl);
-      if (m1 == neg_inf()) continue;
-      const double sl = (double)__ldcg(&recs[b].sl);
-      const double el = (double)__ldcg(&recs[b].el);
-      const double dm = (double)m1 - (double)Ml;
-      const double w = exp(dm);
-      Zl += sl * w;
-      El += w * (el + dm * sl);
+      if (m1 != neg_inf()) guided_terms(m1, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), Ml, Zl, El);
     }
     Zl = warp_sumd(Zl);
     El = warp_sumd(El);
   }
-  if (lane != 0) return;
-  RowInfo ri;
-  ri.empty = 0;
-  ri.token = token;
-  ri.invT = invT;
-  ri.kthr = kthr;
-  ri.cid = cid;
-  ri.amin = amin;
-  double logprob, conf, margin, ent;
-  const float lt = load_l<DT>(P, q, row, token);
-  if (P.stats_guided) {
-    const double logS = log(Zl);
-    logprob = ((double)lt - (double)Ml) - logS;
-    conf = exp(-logS);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)t.m2 - (double)Ml) - logS);
-    margin = conf - p2;
-    ent = logS - El / Zl;
-    ri.mode = 0;
-    ri.use_a = 0;
-    ri.logS = logS;
-    ri.M = Ml;
-  } else {
-    const double Z = (double)zf / kMassScale;
-    const double E = (double)ef / kMassScale;
-    const double logS = log(Z);
-    logprob = ((double)xform(lt, invT) - md) - logS;
-    conf = exp(-logS);
-    const double p2 = (nk < 2) ? 0.0 : exp(((double)xform(t.m2, invT) - md) - logS);
-    margin = conf - p2;
-    ent = logS - E / Z;
-    ri.mode = 2;
-    ri.use_a = 1;
-    ri.logS = logS;
-    ri.M = m;
-  }
-  if (ent < 0) ent = 0;
-  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
-  P.rowinfo[row] = ri;
+  if (lane == 0)
+    filtered_outputs<DT>(P, q, row, token, amax, t.m2, Ml, m, kthr, cid, amin, zf, ef, nk, Zl, El);
 }
 
 template <int DT>
@@ -2166,6 +2272,25 @@ __device__ __forceinline__ Top2 small_top2(const float (&lv)[N], int blk, float 
   return warp_top2(Top2{b1, am, b2});
 }
 
+// Row maximum (the larger of the blocks' maxima M0 / M1), its first column, the multiset
+// runner-up (finish_plain_warp's Top2), from the registers of small_load (NT: as
+// small_plain_kernel).
+template <int DT, int NT, int N1>
+__device__ __forceinline__ Top2 small_row_top2(const float (&l0)[32], const float (&l1)[N1],
+                                               float M0, float M1, int lane) {
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  const bool max1 = NT > 0 && M1 > M0;  // the first block holding the maximum
+  if (max1) {
+    if constexpr (NT > 0) t = small_top2<DT, N1>(l1, 1, M1, lane);
+    t.m2 = fmaxf(t.m2, M0);
+  } else {
+    t = small_top2<DT, 32>(l0, 0, M0, lane);
+    if (NT > 0) t.m2 = fmaxf(t.m2, M1);
+  }
+  t.m1 = max1 ? M1 : M0;
+  return t;
+}
+
 // Group j of block `blk` as l again (the token pass re-reads it: L1 / L2), the same values
 // small_load produced: sanitize_fast is the identity on values that needed no sanitising.
 template <int DT>
@@ -2355,17 +2480,8 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
     const BlockRec r0 = block_sums(P, q, M0, [&](int e) { return l0[e]; });
     BlockRec r1 = r0;
     if constexpr (NT > 0) r1 = block_sums<N1>(P, q, M1, [&](int e) { return l1[e]; });
-    // Row maximum, its first column, the multiset runner-up (finish_plain_warp's Top2).
-    const bool max1 = NT > 0 && M1 > M0;  // the first block holding the maximum
-    if (max1) {
-      if constexpr (NT > 0) t = small_top2<DT, N1>(l1, 1, M1, lane);
-      t.m2 = fmaxf(t.m2, M0);
-    } else {
-      t = small_top2<DT, 32>(l0, 0, M0, lane);
-      if (NT > 0) t.m2 = fmaxf(t.m2, M1);
-    }
-    Ml = max1 ? M1 : M0;
-    t.m1 = Ml;
+    t = small_row_top2<DT, NT>(l0, l1, M0, M1, lane);
+    Ml = t.m1;
     if (Ml == neg_inf()) {
       if (lane == 0) write_empty(P, row);
       bb = -2;
@@ -2420,6 +2536,175 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
   plain_outputs<DT>(P, q, row, t, Ml, Ma, amax, token, Za, Ea, Zl, El, lt);
 }
 
+// Filtered rows of V <= 2048 (one block, or one block and a tail; NT as small_plain_kernel): one
+// warp per row, in one launch, instead of row_pass_kernel's candidate list (the whole row: 8 KB
+// of list writes per row) and cand_finish_kernel's second launch. The warp loads the row
+// (small_load), takes its maximum, first argmax column and runner-up from the registers, and
+// stores the order-preserving keys of a = l / T in its part of shared memory; then what
+// finish_filtered does on its list S runs on those keys, every finite column of the row being S
+// (complete): the thresholds (filter_thresholds: a radix select whose last two passes walk a list
+// of the columns inside the first digit's bin, fixed-point top-p masses), the kept set listed once
+// (the row's candidate area), its sums (integers, so any order gives the same bits) and the two
+// block scores, then the token among the winning block's kept columns (list_token: no Philox draw
+// for a column not kept). The decisions and sums are finish_filtered's on a complete list, so the
+// outputs are its bits (DDS_SAMPLE_SMALL_FILTER=0 selects the general path for A/B runs). The
+// choice depends on V only, so batch invariance holds whatever the order of the guided sums
+// (block_sums', the same arithmetic as row_pass_kernel's).
+constexpr int kSmallFiltWarps = 4;  // rows per CTA (static shared memory < 48 KB at NT = all)
+template <int DT, int NT>
+struct SmallFiltSmem {
+  static constexpr int kCols = kB + NT * 32 * Elt<DT>::VEC;  // columns held (>= V)
+  unsigned bins[kSmallFiltWarps][kWBins * 3];  // 256 counts + 256 u64 masses
+  uint32_t key[kSmallFiltWarps][kCols];        // fkey(a); 0 for -inf
+  unsigned lcnt[kSmallFiltWarps];
+};
+template <int DT, int NT>
+__global__ void __launch_bounds__(kSmallFiltWarps * 32, NT <= 1 ? 7 : 5) small_filter_kernel(const __grid_constant__ SampleParams P) {
+  constexpr int VEC = Elt<DT>::VEC;
+  constexpr int NJ = 32 / VEC;
+  constexpr int N1 = NT > 0 ? NT * VEC : 1;
+  constexpr uint32_t kFinite = 0x00800000u;  // keys of finite a are >= fkey(-FLT_MAX)
+  __shared__ __align__(16) SmallFiltSmem<DT, NT> sm;
+  const int lane = threadIdx.x & 31;
+  const int wid = threadIdx.x >> 5;
+  const long long row_ll = (long long)blockIdx.x * kSmallFiltWarps + wid;
+  if (row_ll >= P.num_rows) return;
+  const int row = (int)row_ll;
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (!is_filtered(q, P.V)) return;
+  const int V = P.V;
+  const float invT = q.invT;
+  uint32_t* skey = sm.key[wid];
+  unsigned* hist = sm.bins[wid];
+  unsigned long long* hm = reinterpret_cast<unsigned long long*>(sm.bins[wid] + kWBins);
+  Top2 t;
+  double Zl = 0, El = 0;
+  int nfin = 0;
+  {
+    float l0[32], l1[N1];
+    const float M0 = small_load<DT, NJ>(P, q, row, 0, lane, l0);
+    float M1 = neg_inf();
+    if constexpr (NT > 0) M1 = small_load<DT, NT>(P, q, row, 1, lane, l1);
+    t = small_row_top2<DT, NT>(l0, l1, M0, M1, lane);
+    if (t.m1 == neg_inf()) {
+      if (lane == 0) write_empty(P, row);
+      return;
+    }
+    if (P.stats_guided) {
+      // Guided statistics over K0: the blocks' l-sums (block_sums with the a-sums off), added in
+      // finish_filtered's order (lane b: block b).
+      Req qg = q;
+      qg.greedy = true;
+      const BlockRec r0 = block_sums(P, qg, M0, [&](int e) { return l0[e]; });
+      BlockRec rb = r0;
+      if constexpr (NT > 0) {
+        const BlockRec r1 = block_sums<N1>(P, qg, M1, [&](int e) { return l1[e]; });
+        if (lane == 1) rb = r1;
+      }
+      if ((lane == 0 || (NT > 0 && lane == 1)) && rb.maxl != neg_inf())
+        guided_terms(rb.maxl, rb.sl, rb.el, t.m1, Zl, El);
+      Zl = warp_sumd(Zl);
+      El = warp_sumd(El);
+    }
+    // The keys into shared memory, column-indexed (16-byte stores; columns >= V: -inf, key 0).
+    auto key_of = [&](float l) {
+      nfin += l != neg_inf() ? 1 : 0;
+      return l != neg_inf() ? fkey(xform(l, invT)) : 0u;
+    };
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+      for (int e = 0; e < VEC; e += 4)
+        *reinterpret_cast<uint4*>(skey + j * 32 * VEC + lane * VEC + e) =
+            make_uint4(key_of(l0[j * VEC + e]), key_of(l0[j * VEC + e + 1]),
+                       key_of(l0[j * VEC + e + 2]), key_of(l0[j * VEC + e + 3]));
+    if constexpr (NT > 0) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < VEC; e += 4)
+          *reinterpret_cast<uint4*>(skey + kB + j * 32 * VEC + lane * VEC + e) =
+              make_uint4(key_of(l1[j * VEC + e]), key_of(l1[j * VEC + e + 1]),
+                         key_of(l1[j * VEC + e + 2]), key_of(l1[j * VEC + e + 3]));
+    }
+  }
+  nfin = warp_sumi(nfin);
+  __syncwarp();
+  const float Ml = t.m1;
+  const float m = xform(Ml, invT);
+  const double md = (double)m;
+  float amin = neg_inf();
+  if (q.minp > 0.f) {
+    float x = 0.f;
+    if (lane == 0) x = minp_threshold(m, md, q.minp);
+    amin = __shfl_sync(0xffffffffu, x, 0);
+  }
+  // The source: every finite column of the row (finish_filtered's S when its lists are complete).
+  auto each = [&](auto g) {
+#pragma unroll 4
+    for (int c = lane; c < V; c += 32) {
+      const uint32_t key = skey[c];
+      if (key >= kFinite) g(c, fkey_inv(key), key);
+    }
+  };
+  // The row's candidate area (nblocks x cand_cap >= V entries): the select's list, then the
+  // kept columns.
+  int2* cl = P.cand + (long long)row * P.nblocks * P.cand_cap;
+  // Complete source: nothing lies outside it, so ok and inside always hold (top-k: k < nfin, or
+  // top-k is off; top-p: its boundary lies in the source, whose mass is the row's).
+  const FiltThr th = filter_thresholds(P, q, each, nfin, true, m, md, amin, neg_inf(), hist, hm,
+                                       lane, []() { return 0.0; }, cl, &sm.lcnt[wid]);
+  const Kept in_k{th.kthr, th.cid, amin};
+  // The kept columns as a list (c, a), in column order: in_k on the keys (a >= amin iff
+  // key >= fkey(amin), fkey being order-preserving, with amin = 0 taken as -0.0, the lower key
+  // of the two zeros; -inf columns hold key 0).
+  int nl = 0;
+  const uint32_t kmin = max(kFinite, fkey(amin == 0.f ? -0.0f : amin));
+  const uint32_t kthr = th.kthr;
+  const int cid = th.cid;
+  for (int c0 = 0; c0 < V; c0 += 32) {
+    const int c = c0 + lane;
+    const uint32_t key = c < V ? skey[c] : 0u;
+    const bool in = (key >= kmin) & ((key > kthr) | ((key == kthr) & (c <= cid)));
+    const unsigned bal = __ballot_sync(0xffffffffu, in);
+    if (in) cl[nl + __popc(bal & ((1u << lane) - 1u))] = make_int2(c, __float_as_int(fkey_inv(key)));
+    nl += __popc(bal);
+  }
+  __syncwarp();
+  __threadfence();
+  // Kept sums, per block (the block scores' masses) and in all.
+  unsigned long long z0 = 0, z1 = 0;
+  long long ef = 0;
+  for_list(cl, nl, lane, [&](int c, float a) {
+    const unsigned long long ux = kept_terms(a, md, ef);
+    if (c < kB) z0 += ux;
+    else z1 += ux;
+  });
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    z0 += __shfl_xor_sync(0xffffffffu, z0, o);
+    z1 += __shfl_xor_sync(0xffffffffu, z1, o);
+    ef += __shfl_xor_sync(0xffffffffu, ef, o);
+  }
+  // The winning block (float64 scores, finish_filtered's), lane b scoring block b.
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
+  double best = 0;
+  int bbest = INT_MAX;
+  const unsigned long long zb = lane == 0 ? z0 : z1;
+  if (lane < P.nblocks && zb != 0ull) {
+    const double score = (md + log((double)zb / kMassScale)) +
+                         gumbel(q.seed, q.step, pos, (uint32_t)lane, kSaltBlock);
+    argmax_merge(best, bbest, score, lane);
+  }
+  warp_argmax(best, bbest);
+  const int bt = list_token(q, pos, cl, nl, bbest, lane, in_k, [](float a) { return a; });
+  const int token = (bt == INT_MAX) ? t.i1 : bt;
+  if (lane == 0)
+    filtered_outputs<DT>(P, q, row, token, t.i1, t.m2, Ml, m, th.kthr, th.cid, amin,
+                         z0 + z1, ef, nl, Zl, El);
+}
 
 // ------------------------------------------------------------------------------------------------
 // Filtered rows: one CTA per row.
@@ -3424,6 +3709,16 @@ inline void launch_small_plain(const SampleParams& P, unsigned grid, cudaStream_
   }
 }
 
+// small_filter_kernel's instantiation for V.
+template <int DT>
+inline void launch_small_filter(const SampleParams& P, unsigned grid, cudaStream_t s) {
+  switch (small_groups_for<DT>(P.V)) {
+    case 0: small_filter_kernel<DT, 0><<<grid, kSmallFiltWarps * 32, 0, s>>>(P); break;
+    case 1: small_filter_kernel<DT, 1><<<grid, kSmallFiltWarps * 32, 0, s>>>(P); break;
+    default: small_filter_kernel<DT, 32 / Elt<DT>::VEC><<<grid, kSmallFiltWarps * 32, 0, s>>>(P); break;
+  }
+}
+
 // launch flags: which row kernels may have work (decided from host-visible scalars).
 template <int DT>
 inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, int num_sms,
@@ -3452,7 +3747,9 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     else
       plain_finish_kernel<DT><<<(unsigned)P.num_rows, kRowWarps * 32, 0, s>>>(P);
   }
-  if (run_filter && kUseCandidates && !P.direct_filter) {  // filtered rows: candidates from the streaming pass
+  if (run_filter && P.small_filter) {  // filtered rows, V <= 2048: one launch, no fallback rows
+    launch_small_filter<DT>(P, (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps), s);
+  } else if (run_filter && kUseCandidates && !P.direct_filter) {  // filtered rows: candidates from the streaming pass
     const int fbpw = DT == 0 ? 1 : (P.fbpw > 0 ? P.fbpw : 1);
     P.fbpw = fbpw;
     const long long warps = (long long)P.num_rows * ((P.nblocks + fbpw - 1) / fbpw);
@@ -3461,7 +3758,7 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     const int wpc = P.cf_wpc > 0 && P.cf_wpc <= kRowWarps ? P.cf_wpc : cand_finish_wpc(P.num_rows, num_sms);
     cand_finish_kernel<DT><<<(unsigned)((P.num_rows + wpc - 1) / wpc), wpc * 32, 0, s>>>(P);
   }
-  if (run_filter) {
+  if (run_filter && !P.small_filter) {
     P.smem_row = P.V <= kSmemRowMax;
     int grid = P.num_rows;
     if (kUseCandidates && !P.direct_filter) {  // fallback rows only: a grid-stride loop over the list

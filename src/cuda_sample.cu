@@ -153,6 +153,11 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   static const int small_cta_env = env_knob("DDS_SAMPLE_SMALL_CTA", -1);
   P.small_cta = small_cta_env >= 0 ? (small_cta_env != 0 ? 1 : 0)
                                    : (ksample::small_cta_default(a.num_rows, ctx.num_sms) ? 1 : 0);
+  // DDS_SAMPLE_SMALL_FILTER=0: filtered rows of V <= 2048 take the general path (row pass,
+  // candidate lists, cand_finish, fallback) instead of small_filter_kernel (A/B runs).
+  static const int small_filter_env = env_knob("DDS_SAMPLE_SMALL_FILTER", 1);
+  P.small_filter = small_filter_env != 0 && P.nblocks <= 2 && ksample::kUseCandidates &&
+                   direct_env <= 0 ? 1 : 0;
   P.bpw = ksample::plain_bpw(P.num_rows, P.nblocks);
   P.fbpw = ksample::filtered_bpw(a.dtype, P.num_rows, P.nblocks, fbpw_env);
   const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;
@@ -170,7 +175,7 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
     if (me != cudaSuccess)
       return fail(DDS_ERR_CUDA, "dds_sample: cudaMemsetAsync failed: %s", cudaGetErrorString(me));
   }
-  if (ksample::kUseCandidates && run_filter && !P.direct_filter) {
+  if (ksample::kUseCandidates && run_filter && !P.direct_filter && !P.small_filter) {
     const cudaError_t me = cudaMemsetAsync(ws + w.fb, 0, 2 * sizeof(int), stream);
     if (me != cudaSuccess)
       return fail(DDS_ERR_CUDA, "dds_sample: cudaMemsetAsync failed: %s", cudaGetErrorString(me));

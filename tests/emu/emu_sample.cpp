@@ -7,7 +7,8 @@
 //   mode: comma list of fuse=0|1, top2=0|1, approx=0|1, direct=0|1, fbpw=N, srow=0|1, small=0|1
 //   (small_plain_kernel for V <= 2048), ban=N (the banned token, default 3), exactall=1
 //   (small_plain_kernel scores every column exactly: its rare path), cta=0|1 (small_plain_kernel
-//   with a warp / a CTA per row) (default:
+//   with a warp / a CTA per row), sfilt=0|1 (small_filter_kernel for the filtered rows of
+//   V <= 2048) (default:
 //   the library's rule)
 #include "cuda_emu_sample.h"
 thread_local dim3e threadIdx, blockIdx;
@@ -99,7 +100,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   return pb;
 }
 
-struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1, srow = -1, small = -1, ban = 3, exactall = 0, cta = -1; } g_mode;
+struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1, srow = -1, small = -1, ban = 3, exactall = 0, cta = -1, sfilt = -1; } g_mode;
 struct Out { std::vector<int32_t> tok, amax, st; std::vector<float> lp, conf, mar, ent, probs; };
 
 void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
@@ -132,6 +133,7 @@ void parse_mode(const char* s) {
     else if (!strncmp(p, "ban=", 4)) f = &g_mode.ban;
     else if (!strncmp(p, "exactall=", 9)) f = &g_mode.exactall;
     else if (!strncmp(p, "cta=", 4)) f = &g_mode.cta;
+    else if (!strncmp(p, "sfilt=", 6)) f = &g_mode.sfilt;
     else if (!strncmp(p, "default", 7)) { p += 7; if (*p == ',') ++p; continue; }
     if (!f) { fprintf(stderr, "bad mode %s\n", p); exit(2); }
     p = strchr(p, '=') + 1;
@@ -207,7 +209,15 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   // (srow=0: the filter kernel reads the row from global memory and lists in shared memory, as
   // for V > kSmemRowMax)
   P.smem_row = g_mode.srow >= 0 ? g_mode.srow : V <= kSmemRowMax;
-  if (!P.direct_filter) {
+  P.small_filter = (g_mode.sfilt >= 0 ? g_mode.sfilt : 1) && P.nblocks <= 2 && !P.direct_filter;
+  if (P.small_filter) {
+    const unsigned grid = (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps);
+    switch (small_groups_for<DT>(V)) {
+      case 0: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 0>(P); }); break;
+      case 1: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 1>(P); }); break;
+      default: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 32 / Elt<DT>::VEC>(P); }); break;
+    }
+  } else if (!P.direct_filter) {
     // (fbpw=N forces N blocks per warp: the emulation's batches are too small for the rule to)
     P.fbpw = g_mode.fbpw > 0 && DT != 0 ? g_mode.fbpw  // (row_pass_kernel<f32> takes one)
                                           : filtered_bpw(DT, P.num_rows, P.nblocks, kFilteredBpwMax);
