@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include <cfloat>
+#include <type_traits>
 
 #include "dtype.h"
 #include "rng.h"
@@ -138,6 +139,7 @@ struct SampleParams {
   int small_exact_all;  // tests: small_plain_kernel scores every column exactly (its rare path)
   int small_cta;      // small_plain_kernel with a CTA per row (small_cta_default)
   int small_filter;   // filtered rows of V <= 2048: small_filter_kernel (no lists, no fallback)
+  int small_filter_cta;  // small_filter_kernel with a CTA per row (small_filter_cta_default)
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -552,10 +554,12 @@ __device__ __forceinline__ float minp_threshold(float m, double md, float minp) 
   return x;
 }
 
-// f(c, l) for the entries S[j] this lane owns (j = lane mod 32), four loads in flight.
+// f(c, l) for the entries S[j] this lane owns (j = lane mod 32), four loads in flight; j0 /
+// step: a CTA's warps share the list (warp w: j0 = 128 w + lane, step 128 x warps).
 template <typename F>
-__device__ __forceinline__ void for_list(const int2* S, int nS, int lane, F f) {
-  for (int j0 = lane; j0 < nS; j0 += 128) {
+__device__ __forceinline__ void for_list(const int2* S, int nS, int lane, F f, int j0 = -1,
+                                         int step = 128) {
+  for (j0 = j0 < 0 ? lane : j0; j0 < nS; j0 += step) {
     int2 e[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u)
@@ -584,6 +588,70 @@ __device__ __forceinline__ unsigned long long mass_at(const uint32_t* mlo, const
   return ((unsigned long long)mhi[bin] << 32) + mlo[bin];
 }
 
+// The warp's scan of a radix pass (select_src: 256 bins, 8 per lane; radix_select: 2048, 64 per
+// lane): lane L sums its `per` bins from hi = nbins - 1 - L per down (counts; fixed-point masses
+// in mode 1; its lowest non-empty bin), then the inclusive prefix over the lanes.
+struct BinPrefix {
+  long long lc, pc;
+  unsigned long long lm, pm;
+  int last_ne;
+};
+__device__ __forceinline__ BinPrefix bin_prefix(const uint32_t* cnt, const uint32_t* mlo,
+                                                const uint32_t* mhi, int mode, int hi, int per,
+                                                int lane) {
+  BinPrefix r{0, 0, 0, 0, -1};
+  for (int b = hi; b > hi - per; --b) {
+    r.lc += cnt[b];
+    if (mode == 1) r.lm += mass_at(mlo, mhi, b);
+    if (cnt[b]) r.last_ne = b;
+  }
+  r.pc = r.lc;
+  r.pm = r.lm;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const long long c2 = __shfl_up_sync(0xffffffffu, r.pc, o);
+    const unsigned long long m2 = __shfl_up_sync(0xffffffffu, r.pm, o);
+    if (lane >= o) {
+      r.pc += c2;
+      r.pm += m2;
+    }
+  }
+  return r;
+}
+// The lane whose bins first reach the goal (count `need` / mass `target` on top of what lies above
+// the prefix), or, when rounding leaves it unreached, the lane of the lowest non-empty bin.
+__device__ __forceinline__ int goal_lane(const BinPrefix& b, int mode, long long above_cnt,
+                                         long long need, unsigned long long above_mass,
+                                         double target) {
+  bool hit;
+  if (mode == 0) hit = (above_cnt + (b.pc - b.lc) < need) && (above_cnt + b.pc >= need);
+  else hit = ((double)(above_mass + (b.pm - b.lm)) < target) && ((double)(above_mass + b.pm) >= target);
+  const unsigned hitmask = __ballot_sync(0xffffffffu, hit && b.lc > 0);
+  if (hitmask) return __ffs(hitmask) - 1;
+  const unsigned ne = __ballot_sync(0xffffffffu, b.last_ne >= 0);
+  return ne ? 31 - __clz(ne) : 0;
+}
+// In that lane: its bin holding the goal (c / m: the count / mass above the lane's bins on entry,
+// above the chosen bin on return).
+__device__ __forceinline__ int goal_bin(const uint32_t* cnt, const uint32_t* mlo,
+                                        const uint32_t* mhi, int mode, int hi, int per,
+                                        int last_ne, long long need, double target, long long& c,
+                                        unsigned long long& m) {
+  int chosen = last_ne < 0 ? hi : last_ne;
+  for (int b = hi; b > hi - per; --b) {
+    if (cnt[b] == 0) continue;
+    const unsigned long long mb = mode == 1 ? mass_at(mlo, mhi, b) : 0ull;
+    const bool reach = (mode == 0) ? (c + (long long)cnt[b] >= need) : ((double)(m + mb) >= target);
+    if (reach || b == last_ne) {
+      chosen = b;
+      break;
+    }
+    c += cnt[b];
+    m += mb;
+  }
+  return chosen;
+}
+
 struct WSel {
   uint32_t key;                   // the selected key K
   long long above_cnt;            // entries with key > K
@@ -596,6 +664,39 @@ struct WSel {
 struct NoMass {
   __device__ __forceinline__ unsigned long long operator()(uint32_t) const { return 0ull; }
 };
+// Who runs a select (select_src) or a token search (list_token): one warp (WarpTeam), or the
+// kRowWarps warps of a CTA (CtaTeam: every warp walks its share of the entries into the shared
+// bins, warp 0 scans them and hands the results over in TeamSmem).
+struct TeamSmem {
+  uint32_t chosen;
+  int eqc, reached;
+  long long c;
+  unsigned long long mm, total;
+  float wf[kRowWarps];
+  double wv[kRowWarps];
+  int wi[kRowWarps];
+  unsigned long long wz[3][kRowWarps];
+};
+struct WarpTeam {
+  static constexpr bool kCta = false;
+  static constexpr int kSize = 32;
+  int lane;
+  __device__ __forceinline__ int rank() const { return lane; }
+  __device__ __forceinline__ int warp() const { return 0; }
+  __device__ __forceinline__ void sync() const { __syncwarp(); }
+};
+struct CtaTeam {
+  static constexpr bool kCta = true;
+  static constexpr int kSize = kRowWarps * 32;
+  int lane;
+  TeamSmem* sm;
+  __device__ __forceinline__ int rank() const { return (int)threadIdx.x; }
+  __device__ __forceinline__ int warp() const { return (int)(threadIdx.x >> 5); }
+  __device__ __forceinline__ void sync() const { __syncthreads(); }
+};
+__device__ __forceinline__ TeamSmem* team_smem(const WarpTeam&) { return nullptr; }
+__device__ __forceinline__ TeamSmem* team_smem(const CtaTeam& t) { return t.sm; }
+
 // Warp radix select over a source of entries: each(g) calls g(c, a, key) for this lane's entries
 // (a: the processed value, key = fkey(a)): finish_filtered's list S, or small_filter_kernel's
 // row in shared memory. Among the entries for which f(c, a, key) is true (f may replace key, e.g.
@@ -607,11 +708,12 @@ struct NoMass {
 // hist / hm: this warp's shared bins (hm: kWBins 64-bit words, used as 2 x kWBins 32-bit ones).
 // lst (optional, room for every entry; lcnt: a shared counter): after the first pass the entries
 // inside the prefix are listed (column, source key), and the other three passes walk that list.
-template <typename Each, typename F, typename TG, typename MF = NoMass>
-__device__ __forceinline__ WSel select_src(const Each& each, int mode, long long need, const TG& tgt,
-                                           unsigned* hist, unsigned long long* hm, int lane, F f,
-                                           MF mf = MF{}, int2* lst = nullptr,
-                                           unsigned* lcnt = nullptr) {
+template <int mode, typename Team, typename Each, typename F, typename TG, typename MF = NoMass>
+__device__ __forceinline__ WSel select_src(const Team& team, const Each& each,
+                                           long long need, const TG& tgt, unsigned* hist,
+                                           unsigned long long* hm, F f, MF mf = MF{},
+                                           int2* lst = nullptr, unsigned* lcnt = nullptr) {
+  const int lane = team.lane;
   uint32_t* mlo = reinterpret_cast<uint32_t*>(hm);  // bin masses: two 32-bit words (mass_add)
   uint32_t* mhi = mlo + kWBins;
   uint32_t prefix = 0, pmask = 0;
@@ -624,7 +726,7 @@ __device__ __forceinline__ WSel select_src(const Each& each, int mode, long long
   r.reached = true;
   for (int pass = 0; pass < 4; ++pass) {
     const int sh = 24 - 8 * pass;
-    for (int i = lane; i < kWBins; i += 32) {
+    for (int i = team.rank(); i < kWBins; i += Team::kSize) {
       hist[i] = 0u;
       mlo[i] = 0u;
       mhi[i] = 0u;
@@ -632,17 +734,17 @@ __device__ __forceinline__ WSel select_src(const Each& each, int mode, long long
     if (lst != nullptr && pass == 1) {
       // The entries inside the first digit's bin, listed (no masses, no bins: on a dense walk
       // the exp of the few entries inside would run in most steps of the warp).
-      if (lane == 0) *lcnt = 0u;
-      __syncwarp();
+      if (team.rank() == 0) *lcnt = 0u;
+      team.sync();
       each([&](int c, float a, uint32_t key0) {
         uint32_t key = key0;
         if (f(c, a, key) && (key & pmask) == prefix) lst[atomicAdd(lcnt, 1u)] = make_int2(c, (int)key0);
       });
-      __syncwarp();
+      team.sync();
       __threadfence();
       nlst = (int)*lcnt;
     }
-    __syncwarp();
+    team.sync();
     auto visit = [&](int c, float a, uint32_t key0) {
       uint32_t key = key0;
       if (!f(c, a, key)) return;
@@ -652,82 +754,67 @@ __device__ __forceinline__ WSel select_src(const Each& each, int mode, long long
       if (mode == 1) mass_add(mlo, mhi, bin, mf(key));
     };
     if (nlst >= 0) {
-      for (int j = lane; j < nlst; j += 32) {
+      for (int j = team.rank(); j < nlst; j += Team::kSize) {
         const int2 e = __ldcg(lst + j);
         visit(e.x, fkey_inv((uint32_t)e.y), (uint32_t)e.y);
       }
     } else {
       each(visit);
     }
-    __syncwarp();
-    // Lane L owns bins 255 - 8L down to 248 - 8L (descending keys across the lanes).
-    const int hi = kWBins - 1 - 8 * lane;
-    long long lc = 0;
-    unsigned long long lm = 0;
-    int last_ne = -1;
-    for (int b = hi; b > hi - 8; --b) {
-      lc += hist[b];
-      if (mode == 1) lm += mass_at(mlo, mhi, b);
-      if (hist[b]) last_ne = b;
-    }
-    long long pc = lc;
-    unsigned long long pm = lm;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const long long c2 = __shfl_up_sync(0xffffffffu, pc, o);
-      const unsigned long long m2 = __shfl_up_sync(0xffffffffu, pm, o);
-      if (lane >= o) {
-        pc += c2;
-        pm += m2;
-      }
-    }
-    if (mode == 1 && pass == 0) {
-      total = __shfl_sync(0xffffffffu, pm, 31);
-      target = tgt(total);
-      if (!((double)total >= target)) {  // the goal lies beyond the entries: no select
-        r.reached = false;
-        break;
-      }
-    }
-    const long long ec = pc - lc;
-    const unsigned long long em = pm - lm;
-    bool hit;
-    if (mode == 0) hit = (above_cnt + ec < need) && (above_cnt + pc >= need);
-    else hit = ((double)(above_mass + em) < target) && ((double)(above_mass + pm) >= target);
-    const unsigned hitmask = __ballot_sync(0xffffffffu, hit && lc > 0);
-    int srcl;
-    if (hitmask) {
-      srcl = __ffs(hitmask) - 1;
-    } else {  // not reached (rounding): the lowest non-empty bin
-      const unsigned ne = __ballot_sync(0xffffffffu, last_ne >= 0);
-      srcl = ne ? 31 - __clz(ne) : 0;
-    }
+    team.sync();
     long long c = 0;
     unsigned long long mm = 0;
     int chosen = 0, eqc = 0;
-    if (lane == srcl) {
-      c = above_cnt + ec;
-      mm = above_mass + em;
-      chosen = last_ne < 0 ? hi : last_ne;
-      for (int b = hi; b > hi - 8; --b) {
-        if (hist[b] == 0) continue;
-        const unsigned long long mb = mode == 1 ? mass_at(mlo, mhi, b) : 0ull;
-        const bool reach = (mode == 0) ? (c + (long long)hist[b] >= need)
-                                       : ((double)(mm + mb) >= target);
-        if (reach || b == last_ne) {
-          chosen = b;
-          break;
-        }
-        c += hist[b];
-        mm += mb;
+    bool stop = false;
+    if (team.warp() == 0) {
+      // Lane L owns bins 255 - 8L down to 248 - 8L (descending keys across the lanes).
+      const int hi = kWBins - 1 - 8 * lane;
+      const BinPrefix bp = bin_prefix(hist, mlo, mhi, mode, hi, 8, lane);
+      if (mode == 1 && pass == 0) {
+        total = __shfl_sync(0xffffffffu, bp.pm, 31);
+        target = tgt(total);
+        stop = !((double)total >= target);  // the goal lies beyond the entries: no select
       }
-      eqc = (int)hist[chosen];
+      if (!stop) {
+        const int srcl = goal_lane(bp, mode, above_cnt, need, above_mass, target);
+        if (lane == srcl) {
+          c = above_cnt + (bp.pc - bp.lc);
+          mm = above_mass + (bp.pm - bp.lm);
+          chosen = goal_bin(hist, mlo, mhi, mode, hi, 8, bp.last_ne, need, target, c, mm);
+          eqc = (int)hist[chosen];
+        }
+        chosen = __shfl_sync(0xffffffffu, chosen, srcl);
+        c = __shfl_sync(0xffffffffu, c, srcl);
+        mm = __shfl_sync(0xffffffffu, mm, srcl);
+        eqc = __shfl_sync(0xffffffffu, eqc, srcl);
+      }
+      if constexpr (Team::kCta) {
+        if (lane == 0) {
+          TeamSmem& t = *team_smem(team);
+          t.chosen = (uint32_t)chosen;
+          t.c = c;
+          t.mm = mm;
+          t.eqc = eqc;
+          t.total = total;
+          t.reached = stop ? 0 : 1;
+        }
+      }
     }
-    chosen = __shfl_sync(0xffffffffu, chosen, srcl);
-    c = __shfl_sync(0xffffffffu, c, srcl);
-    mm = __shfl_sync(0xffffffffu, mm, srcl);
-    eqc = __shfl_sync(0xffffffffu, eqc, srcl);
-    __syncwarp();  // every lane has read the bins before the next pass clears them
+    if constexpr (Team::kCta) {
+      team.sync();
+      const TeamSmem& t = *team_smem(team);
+      chosen = (int)t.chosen;
+      c = t.c;
+      mm = t.mm;
+      eqc = t.eqc;
+      total = t.total;
+      stop = t.reached == 0;
+    }
+    team.sync();  // every thread has read the bins (and the hand-over) before the next pass
+    if (stop) {
+      r.reached = false;
+      break;
+    }
     prefix |= (uint32_t)chosen << sh;
     pmask |= 255u << sh;
     above_cnt = c;
@@ -833,12 +920,12 @@ struct FiltThr {
   int cid;
   bool ok, inside;
 };
-template <class Each, class Out>
-__device__ __forceinline__ FiltThr filter_thresholds(const SampleParams& P, const Req& q,
-                                                     const Each& each, int nS, bool complete,
-                                                     float m, double md, float amin, float Ua,
-                                                     unsigned* hist, unsigned long long* hm,
-                                                     int lane, const Out& outside,
+template <class Team, class Each, class Out>
+__device__ __forceinline__ FiltThr filter_thresholds(const Team& team, const SampleParams& P,
+                                                     const Req& q, const Each& each, int nS,
+                                                     bool complete, float m, double md,
+                                                     float amin, float Ua, unsigned* hist,
+                                                     unsigned long long* hm, const Out& outside,
                                                      int2* lst = nullptr, unsigned* lcnt = nullptr) {
   uint32_t kthr = 0;
   int cid = INT_MAX;
@@ -847,13 +934,13 @@ __device__ __forceinline__ FiltThr filter_thresholds(const SampleParams& P, cons
   bool applied_k = false;
   auto no_target = [](unsigned long long) { return 0.0; };
   auto tie_cut = [&](uint32_t K, int rr) -> int {
-    const WSel s = select_src(each, 0, rr, no_target, hist, hm, lane,
-                              [&](int c, float, uint32_t& key) {
-                                if (key != K) return false;
-                                if (key == kthr && c > cid) return false;
-                                key = ~(uint32_t)c;
-                                return true;
-                              }, NoMass{}, lst, lcnt);
+    const WSel s = select_src<0>(team, each, rr, no_target, hist, hm,
+                                 [&](int c, float, uint32_t& key) {
+                                   if (key != K) return false;
+                                   if (key == kthr && c > cid) return false;
+                                   key = ~(uint32_t)c;
+                                   return true;
+                                 }, NoMass{}, lst, lcnt);
     return (int)~s.key;
   };
   if (q.k > 0 && q.k < P.V) {
@@ -862,8 +949,8 @@ __device__ __forceinline__ FiltThr filter_thresholds(const SampleParams& P, cons
     } else if (nS < q.k) {
       ok = false;
     } else {
-      const WSel s = select_src(each, 0, q.k, no_target, hist, hm, lane,
-                                [](int, float, uint32_t&) { return true; }, NoMass{}, lst, lcnt);
+      const WSel s = select_src<0>(team, each, q.k, no_target, hist, hm,
+                                   [](int, float, uint32_t&) { return true; }, NoMass{}, lst, lcnt);
       const int rr = q.k - (int)s.above_cnt;
       int c2 = INT_MAX;
       if (rr < s.eq_cnt) c2 = tie_cut(s.key, rr);
@@ -894,12 +981,12 @@ __device__ __forceinline__ FiltThr filter_thresholds(const SampleParams& P, cons
       // sums it), plus the rest of the row when no top-k; the target p Z1.
       const double zo = applied_k ? 0.0 : outside();
       const double p = (double)q.p;
-      const WSel s = select_src(each, 1, 0,
-                                [&](unsigned long long zs) { return p * ((double)zs + zo); },
-                                hist, hm, lane,
-                                [&](int c, float, uint32_t& key) {
-                                  return !(key < kthr || (key == kthr && c > cid));
-                                }, mass_of, lst, lcnt);
+      const WSel s = select_src<1>(team, each, 0,
+                                   [&](unsigned long long zs) { return p * ((double)zs + zo); },
+                                   hist, hm,
+                                   [&](int c, float, uint32_t& key) {
+                                     return !(key < kthr || (key == kthr && c > cid));
+                                   }, mass_of, lst, lcnt);
       if (s.reached) {
         const double target = p * ((double)s.total + zo);
         const uint32_t K = s.key;
@@ -952,32 +1039,43 @@ __device__ __forceinline__ unsigned long long kept_terms(float a, double md, lon
 // only when some lane's runner-up is that close too. Exact scores for every kept column had been
 // ~22% of cand_finish's instructions at 4096 x 1025 top-p (ncu, 2026-11-29); a second walk every
 // time cost top-k / min-p rows 2-5%. Returns the token (warp-uniform; INT_MAX: no kept column).
-template <class K, class A>
-__device__ __forceinline__ int list_token(const Req& q, uint32_t pos, const int2* S, int nS,
-                                          int bbest, int lane, const K& in_k, const A& to_a) {
+template <class Team, class K, class A>
+__device__ __forceinline__ int list_token(const Team& team, const Req& q, uint32_t pos,
+                                          const int2* S, int nS, int bbest, const K& in_k,
+                                          const A& to_a) {
+  const int lane = team.lane;
+  const int w = team.warp();
+  const int j0 = 128 * w + lane, step = 128 * (Team::kSize / 32);
   double bv = 0;
   int bt = INT_MAX;
   if (bbest != INT_MAX) {
-    float s1 = neg_inf(), s2 = neg_inf(), a1 = 0.f;
+    Best2 bs{neg_inf(), neg_inf()};
+    float a1 = 0.f;
     int c1 = -1;
     for_list(S, nS, lane, [&](int c, float l) {
       if ((c >> 10) != bbest) return;
       const float a = to_a(l);
       if (!in_k(c, a)) return;
-      const float sc = a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken));
-      if (sc > s1) {
-        s2 = s1;
-        s1 = sc;
+      if (bs.add(a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken)))) {
         c1 = c;
         a1 = a;
-      } else {
-        s2 = fmaxf(s2, sc);
       }
-    });
-    const float bf = warp_max(s1);
+    }, j0, step);
+    const float s1 = bs.s1, s2 = bs.s2;
+    float bf = warp_max(s1);
+    if constexpr (Team::kCta) {
+      TeamSmem& t = *team_smem(team);
+      if (lane == 0) t.wf[w] = bf;
+      team.sync();
+#pragma unroll
+      for (int u = 0; u < kRowWarps; ++u) bf = fmaxf(bf, t.wf[u]);
+    }
     const float thr = bf - approx_margin(bf);
     // (thr NaN: every lane with two kept columns walks again, a lane with one scores it exactly)
-    if (__ballot_sync(0xffffffffu, s2 != neg_inf() && !(s2 < thr)) != 0u) {
+    bool again = s2 != neg_inf() && !(s2 < thr);
+    if constexpr (Team::kCta) again = __syncthreads_or(again) != 0;
+    else again = __ballot_sync(0xffffffffu, again) != 0u;
+    if (again) {
       for_list(S, nS, lane, [&](int c, float l) {
         if ((c >> 10) != bbest) return;
         const float a = to_a(l);
@@ -985,12 +1083,24 @@ __device__ __forceinline__ int list_token(const Req& q, uint32_t pos, const int2
         const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
         if (a + approx_gumbel(bits) < thr) return;
         argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
-      });
+      }, j0, step);
     } else if (c1 >= 0 && !(s1 < thr)) {
       argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
     }
   }
   warp_argmax(bv, bt);
+  if constexpr (Team::kCta) {  // (every thread passes the barriers: bbest is CTA-uniform)
+    TeamSmem& t = *team_smem(team);
+    if (lane == 0) {
+      t.wv[w] = bv;
+      t.wi[w] = bt;
+    }
+    team.sync();
+    bv = 0;
+    bt = INT_MAX;
+    for (int u = 0; u < kRowWarps; ++u) argmax_merge(bv, bt, t.wv[u], t.wi[u]);
+    team.sync();  // (the hand-over is read before anyone writes it again)
+  }
   return bt;
 }
 
@@ -1234,7 +1344,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       g(c, a, fkey(a));
     });
   };
-  const FiltThr th = filter_thresholds(P, q, each, nS, complete, m, md, amin, Ua, hist, hm, lane, [&]() {
+  const FiltThr th = filter_thresholds(WarpTeam{lane}, P, q, each, nS, complete, m, md, amin, Ua, hist, hm, [&]() {
     double zr = 0;
     for (int b = lane; b < nb; b += 32) {
       const float m1 = __ldcg(&recs[b].maxl);
@@ -1295,7 +1405,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     argmax_merge(best, bbest, score, b);
   }
   warp_argmax(best, bbest);
-  const int bt = list_token(q, pos, S, nS, bbest, lane, in_k, [&](float l) { return xform(l, invT); });
+  const int bt = list_token(WarpTeam{lane}, q, pos, S, nS, bbest, in_k, [&](float l) { return xform(l, invT); });
   const int token = (bt == INT_MAX) ? amax : bt;
 
   // 6. Statistics: processed over the kept set, or guided over K0 from the block records.
@@ -1869,21 +1979,16 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
     // exact float64 score only for blocks within twice approx_margin of the best one (the block
     // the exact scores pick is always among them). Each lane keeps its best two fp32 scores; a
     // lane whose second one is also within the margin (rare) scores all its blocks exactly.
-    float s1 = neg_inf(), s2 = neg_inf();
+    Best2 bs{neg_inf(), neg_inf()};
     int b1 = -1;
     for (int b = lane; b < nb; b += 32) {
       const float ma = block_sum(b);
       if (ma == neg_inf()) continue;
       const float sa = __ldcg(&recs[b].sa);
-      const float sc = (ma + __logf(sa)) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)b, kSaltBlock));
-      if (sc > s1) {
-        s2 = s1;
-        s1 = sc;
+      if (bs.add((ma + __logf(sa)) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)b, kSaltBlock))))
         b1 = b;
-      } else {
-        s2 = fmaxf(s2, sc);
-      }
     }
+    const float s1 = bs.s1, s2 = bs.s2;
     const float bf = warp_max(s1);
     const float thr = bf - 2.f * approx_margin(bf);
     const bool all_exact = s2 != neg_inf() && !(s2 < thr);  // (thr NaN: every block)
@@ -2342,7 +2447,8 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
   constexpr int VEC = Elt<DT>::VEC;
   const int wid = CTA ? (int)(threadIdx.x >> 5) : 0;
   constexpr int JS = CTA ? kRowWarps : 1;  // group stride
-  float v1 = neg_inf(), v2 = neg_inf(), l1 = 0.f;
+  Best2 bs{neg_inf(), neg_inf()};
+  float l1 = 0.f;
   int c1 = -1;
   auto approx = [&](float l, int col) {
     return xform(l, q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
@@ -2351,14 +2457,9 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       if (l[e] == neg_inf()) continue;
-      const float v = approx(l[e], c0 + e);
-      if (v > v1) {
-        v2 = v1;
-        v1 = v;
+      if (bs.add(approx(l[e], c0 + e))) {
         c1 = c0 + e;
         l1 = l[e];
-      } else {
-        v2 = fmaxf(v2, v);
       }
     }
   };
@@ -2384,6 +2485,7 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
       group(l, blk * kB + j * 32 * VEC + lane * VEC);
     }
   }
+  const float v1 = bs.s1, v2 = bs.s2;
   float bf = warp_max(v1);
   if constexpr (CTA) {
     if (lane == 0) sm->bf[wid] = bf;
@@ -2551,100 +2653,135 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
 // choice depends on V only, so batch invariance holds whatever the order of the guided sums
 // (block_sums', the same arithmetic as row_pass_kernel's).
 constexpr int kSmallFiltWarps = 4;  // rows per CTA (static shared memory < 48 KB at NT = all)
-template <int DT, int NT>
+// CTA = true (few rows, small_filter_cta_default): one row per CTA of kRowWarps
+// warps; warp 0 loads the row and writes the outputs, the selects, the kept list, its sums and the
+// token search are shared by the warps (CtaTeam). The same decisions and integer sums, so the
+// same bits as the warp per row.
+template <int DT, int NT, bool CTA>
 struct SmallFiltSmem {
   static constexpr int kCols = kB + NT * 32 * Elt<DT>::VEC;  // columns held (>= V)
-  unsigned bins[kSmallFiltWarps][kWBins * 3];  // 256 counts + 256 u64 masses
-  uint32_t key[kSmallFiltWarps][kCols];        // fkey(a); 0 for -inf
-  unsigned lcnt[kSmallFiltWarps];
+  static constexpr int kRows = CTA ? 1 : kSmallFiltWarps;
+  unsigned bins[kRows][kWBins * 3];  // 256 counts + 256 u64 masses
+  uint32_t key[kRows][kCols];        // fkey(a); 0 for -inf
+  unsigned lcnt[kRows];
+  TeamSmem team;
+  Top2 t;
+  int nfin, empty;
+  float amin;
 };
-template <int DT, int NT>
-__global__ void __launch_bounds__(kSmallFiltWarps * 32, NT <= 1 ? 7 : 5) small_filter_kernel(const __grid_constant__ SampleParams P) {
+template <int DT, int NT, bool CTA>
+__global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, CTA ? 2 : (NT <= 1 ? 7 : 5)) small_filter_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
   constexpr uint32_t kFinite = 0x00800000u;  // keys of finite a are >= fkey(-FLT_MAX)
-  __shared__ __align__(16) SmallFiltSmem<DT, NT> sm;
+  using Team = typename std::conditional<CTA, CtaTeam, WarpTeam>::type;
+  __shared__ __align__(16) SmallFiltSmem<DT, NT, CTA> sm;
   const int lane = threadIdx.x & 31;
   const int wid = threadIdx.x >> 5;
-  const long long row_ll = (long long)blockIdx.x * kSmallFiltWarps + wid;
-  if (row_ll >= P.num_rows) return;
+  const int slot = CTA ? 0 : wid;  // this row's part of sm
+  Team team;
+  team.lane = lane;
+  if constexpr (CTA) team.sm = &sm.team;
+  const long long row_ll = CTA ? (long long)blockIdx.x : (long long)blockIdx.x * kSmallFiltWarps + wid;
+  if (row_ll >= P.num_rows) return;  // (CTA: the whole CTA)
   const int row = (int)row_ll;
   const int r = find_request(P, row);
   Req q = load_req(P, r);
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
-  if (!is_filtered(q, P.V)) return;
+  if (!is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const int V = P.V;
   const float invT = q.invT;
-  uint32_t* skey = sm.key[wid];
-  unsigned* hist = sm.bins[wid];
-  unsigned long long* hm = reinterpret_cast<unsigned long long*>(sm.bins[wid] + kWBins);
-  Top2 t;
+  uint32_t* skey = sm.key[slot];
+  unsigned* hist = sm.bins[slot];
+  unsigned long long* hm = reinterpret_cast<unsigned long long*>(sm.bins[slot] + kWBins);
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
   double Zl = 0, El = 0;
   int nfin = 0;
-  {
+  bool empty = false;
+  if (!CTA || wid == 0) {
     float l0[32], l1[N1];
     const float M0 = small_load<DT, NJ>(P, q, row, 0, lane, l0);
     float M1 = neg_inf();
     if constexpr (NT > 0) M1 = small_load<DT, NT>(P, q, row, 1, lane, l1);
     t = small_row_top2<DT, NT>(l0, l1, M0, M1, lane);
-    if (t.m1 == neg_inf()) {
+    empty = t.m1 == neg_inf();
+    if (empty) {
       if (lane == 0) write_empty(P, row);
-      return;
-    }
-    if (P.stats_guided) {
-      // Guided statistics over K0: the blocks' l-sums (block_sums with the a-sums off), added in
-      // finish_filtered's order (lane b: block b).
-      Req qg = q;
-      qg.greedy = true;
-      const BlockRec r0 = block_sums(P, qg, M0, [&](int e) { return l0[e]; });
-      BlockRec rb = r0;
-      if constexpr (NT > 0) {
-        const BlockRec r1 = block_sums<N1>(P, qg, M1, [&](int e) { return l1[e]; });
-        if (lane == 1) rb = r1;
+    } else {
+      if (P.stats_guided) {
+        // Guided statistics over K0: the blocks' l-sums (block_sums with the a-sums off), added
+        // in finish_filtered's order (lane b: block b).
+        Req qg = q;
+        qg.greedy = true;
+        const BlockRec r0 = block_sums(P, qg, M0, [&](int e) { return l0[e]; });
+        BlockRec rb = r0;
+        if constexpr (NT > 0) {
+          const BlockRec r1 = block_sums<N1>(P, qg, M1, [&](int e) { return l1[e]; });
+          if (lane == 1) rb = r1;
+        }
+        if ((lane == 0 || (NT > 0 && lane == 1)) && rb.maxl != neg_inf())
+          guided_terms(rb.maxl, rb.sl, rb.el, t.m1, Zl, El);
+        Zl = warp_sumd(Zl);
+        El = warp_sumd(El);
       }
-      if ((lane == 0 || (NT > 0 && lane == 1)) && rb.maxl != neg_inf())
-        guided_terms(rb.maxl, rb.sl, rb.el, t.m1, Zl, El);
-      Zl = warp_sumd(Zl);
-      El = warp_sumd(El);
-    }
-    // The keys into shared memory, column-indexed (16-byte stores; columns >= V: -inf, key 0).
-    auto key_of = [&](float l) {
-      nfin += l != neg_inf() ? 1 : 0;
-      return l != neg_inf() ? fkey(xform(l, invT)) : 0u;
-    };
+      // The keys into shared memory, column-indexed (16-byte stores; columns >= V: -inf, key 0).
+      auto key_of = [&](float l) {
+        nfin += l != neg_inf() ? 1 : 0;
+        return l != neg_inf() ? fkey(xform(l, invT)) : 0u;
+      };
 #pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-      for (int e = 0; e < VEC; e += 4)
-        *reinterpret_cast<uint4*>(skey + j * 32 * VEC + lane * VEC + e) =
-            make_uint4(key_of(l0[j * VEC + e]), key_of(l0[j * VEC + e + 1]),
-                       key_of(l0[j * VEC + e + 2]), key_of(l0[j * VEC + e + 3]));
-    if constexpr (NT > 0) {
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int j = 0; j < NJ; ++j)
 #pragma unroll
         for (int e = 0; e < VEC; e += 4)
-          *reinterpret_cast<uint4*>(skey + kB + j * 32 * VEC + lane * VEC + e) =
-              make_uint4(key_of(l1[j * VEC + e]), key_of(l1[j * VEC + e + 1]),
-                         key_of(l1[j * VEC + e + 2]), key_of(l1[j * VEC + e + 3]));
+          *reinterpret_cast<uint4*>(skey + j * 32 * VEC + lane * VEC + e) =
+              make_uint4(key_of(l0[j * VEC + e]), key_of(l0[j * VEC + e + 1]),
+                         key_of(l0[j * VEC + e + 2]), key_of(l0[j * VEC + e + 3]));
+      if constexpr (NT > 0) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < VEC; e += 4)
+            *reinterpret_cast<uint4*>(skey + kB + j * 32 * VEC + lane * VEC + e) =
+                make_uint4(key_of(l1[j * VEC + e]), key_of(l1[j * VEC + e + 1]),
+                           key_of(l1[j * VEC + e + 2]), key_of(l1[j * VEC + e + 3]));
+      }
+      nfin = warp_sumi(nfin);
     }
   }
-  nfin = warp_sumi(nfin);
-  __syncwarp();
-  const float Ml = t.m1;
-  const float m = xform(Ml, invT);
-  const double md = (double)m;
   float amin = neg_inf();
-  if (q.minp > 0.f) {
-    float x = 0.f;
-    if (lane == 0) x = minp_threshold(m, md, q.minp);
-    amin = __shfl_sync(0xffffffffu, x, 0);
+  float m = 0.f;
+  if (!empty && (!CTA || wid == 0)) {
+    m = xform(t.m1, invT);
+    if (q.minp > 0.f) {
+      float x = 0.f;
+      if (lane == 0) x = minp_threshold(m, (double)m, q.minp);
+      amin = __shfl_sync(0xffffffffu, x, 0);
+    }
   }
+  if constexpr (CTA) {  // warp 0's results to the CTA
+    if (wid == 0 && lane == 0) {
+      sm.t = t;
+      sm.nfin = nfin;
+      sm.empty = empty ? 1 : 0;
+      sm.amin = amin;
+    }
+    __syncthreads();
+    t = sm.t;
+    nfin = sm.nfin;
+    empty = sm.empty != 0;
+    amin = sm.amin;
+    m = xform(t.m1, invT);
+  } else {
+    __syncwarp();
+  }
+  if (empty) return;
+  const float Ml = t.m1;
+  const double md = (double)m;
   // The source: every finite column of the row (finish_filtered's S when its lists are complete).
   auto each = [&](auto g) {
 #pragma unroll 4
-    for (int c = lane; c < V; c += 32) {
+    for (int c = team.rank(); c < V; c += Team::kSize) {
       const uint32_t key = skey[c];
       if (key >= kFinite) g(c, fkey_inv(key), key);
     }
@@ -2654,41 +2791,71 @@ __global__ void __launch_bounds__(kSmallFiltWarps * 32, NT <= 1 ? 7 : 5) small_f
   int2* cl = P.cand + (long long)row * P.nblocks * P.cand_cap;
   // Complete source: nothing lies outside it, so ok and inside always hold (top-k: k < nfin, or
   // top-k is off; top-p: its boundary lies in the source, whose mass is the row's).
-  const FiltThr th = filter_thresholds(P, q, each, nfin, true, m, md, amin, neg_inf(), hist, hm,
-                                       lane, []() { return 0.0; }, cl, &sm.lcnt[wid]);
+  const FiltThr th = filter_thresholds(team, P, q, each, nfin, true, m, md, amin, neg_inf(), hist,
+                                       hm, []() { return 0.0; }, cl, &sm.lcnt[slot]);
   const Kept in_k{th.kthr, th.cid, amin};
-  // The kept columns as a list (c, a), in column order: in_k on the keys (a >= amin iff
-  // key >= fkey(amin), fkey being order-preserving, with amin = 0 taken as -0.0, the lower key
-  // of the two zeros; -inf columns hold key 0).
-  int nl = 0;
+  // The kept columns as a list (c, a): in_k on the keys (a >= amin iff key >= fkey(amin), fkey
+  // being order-preserving, with amin = 0 taken as -0.0, the lower key of the two zeros; -inf
+  // columns hold key 0). A warp appends its 32-column chunks in column order; the warps' chunks
+  // interleave (the list is a set to every use below).
   const uint32_t kmin = max(kFinite, fkey(amin == 0.f ? -0.0f : amin));
   const uint32_t kthr = th.kthr;
   const int cid = th.cid;
-  for (int c0 = 0; c0 < V; c0 += 32) {
+  unsigned* lcnt = &sm.lcnt[slot];
+  if (CTA && team.rank() == 0) *lcnt = 0u;
+  team.sync();
+  int nl = 0;  // (warp form: the running count; CTA form: a shared counter per chunk)
+  for (int c0 = 32 * team.warp(); c0 < V; c0 += Team::kSize) {
     const int c = c0 + lane;
     const uint32_t key = c < V ? skey[c] : 0u;
     const bool in = (key >= kmin) & ((key > kthr) | ((key == kthr) & (c <= cid)));
     const unsigned bal = __ballot_sync(0xffffffffu, in);
-    if (in) cl[nl + __popc(bal & ((1u << lane) - 1u))] = make_int2(c, __float_as_int(fkey_inv(key)));
-    nl += __popc(bal);
+    unsigned base = (unsigned)nl;
+    if constexpr (CTA) {
+      if (bal == 0u) continue;
+      if (lane == 0) base = atomicAdd(lcnt, (unsigned)__popc(bal));
+      base = __shfl_sync(0xffffffffu, base, 0);
+    } else {
+      nl += __popc(bal);
+    }
+    if (in) cl[base + __popc(bal & ((1u << lane) - 1u))] = make_int2(c, __float_as_int(fkey_inv(key)));
   }
-  __syncwarp();
+  team.sync();
   __threadfence();
-  // Kept sums, per block (the block scores' masses) and in all.
+  if constexpr (CTA) nl = (int)*lcnt;
+  // Kept sums, per block (the block scores' masses) and in all (integers: any order).
   unsigned long long z0 = 0, z1 = 0;
   long long ef = 0;
   for_list(cl, nl, lane, [&](int c, float a) {
     const unsigned long long ux = kept_terms(a, md, ef);
     if (c < kB) z0 += ux;
     else z1 += ux;
-  });
+  }, 128 * team.warp() + lane, 128 * (Team::kSize / 32));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     z0 += __shfl_xor_sync(0xffffffffu, z0, o);
     z1 += __shfl_xor_sync(0xffffffffu, z1, o);
     ef += __shfl_xor_sync(0xffffffffu, ef, o);
   }
-  // The winning block (float64 scores, finish_filtered's), lane b scoring block b.
+  if constexpr (CTA) {
+    TeamSmem& ts = sm.team;
+    if (lane == 0) {
+      ts.wz[0][wid] = z0;
+      ts.wz[1][wid] = z1;
+      ts.wz[2][wid] = (unsigned long long)ef;
+    }
+    __syncthreads();
+    z0 = z1 = 0;
+    unsigned long long e2 = 0;
+    for (int u = 0; u < kRowWarps; ++u) {
+      z0 += ts.wz[0][u];
+      z1 += ts.wz[1][u];
+      e2 += ts.wz[2][u];
+    }
+    ef = (long long)e2;
+  }
+  // The winning block (float64 scores, finish_filtered's), lane b scoring block b (every warp
+  // alike).
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
   double best = 0;
   int bbest = INT_MAX;
@@ -2699,9 +2866,9 @@ __global__ void __launch_bounds__(kSmallFiltWarps * 32, NT <= 1 ? 7 : 5) small_f
     argmax_merge(best, bbest, score, lane);
   }
   warp_argmax(best, bbest);
-  const int bt = list_token(q, pos, cl, nl, bbest, lane, in_k, [](float a) { return a; });
+  const int bt = list_token(team, q, pos, cl, nl, bbest, in_k, [](float a) { return a; });
   const int token = (bt == INT_MAX) ? t.i1 : bt;
-  if (lane == 0)
+  if (team.rank() == 0)
     filtered_outputs<DT>(P, q, row, token, t.i1, t.m2, Ml, m, th.kthr, th.cid, amin,
                          z0 + z1, ef, nl, Zl, El);
 }
@@ -2858,55 +3025,14 @@ __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long
       const int nbins = (int)wmask + 1;
       const int per = nbins / 32;
       const int hi = nbins - 1 - tid * per;
-      long long lc = 0;
-      unsigned long long lm = 0;
-      int last_nonempty = -1;
-      for (int b = hi; b > hi - per; --b) {
-        lc += sm.cnt[b];
-        if (mode == 1) lm += mass_at(sm.mlo, sm.mhi, b);
-        if (sm.cnt[b]) last_nonempty = b;
-      }
-      long long pc = lc;
-      unsigned long long pm = lm;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const long long c2 = __shfl_up_sync(0xffffffffu, pc, o);
-        const unsigned long long m2 = __shfl_up_sync(0xffffffffu, pm, o);
-        if (tid >= o) {
-          pc += c2;
-          pm += m2;
-        }
-      }
+      const BinPrefix bp = bin_prefix(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, tid);
       if (mode == 1 && pass == 0 && frac >= 0.0)
-        target = frac * (double)__shfl_sync(0xffffffffu, pm, 31);  // every column is in
-      const long long ec = pc - lc;
-      const unsigned long long em = pm - lm;
-      bool hit;
-      if (mode == 0) hit = (above_cnt + ec < need) && (above_cnt + pc >= need);
-      else hit = ((double)(above_mass + em) < target) && ((double)(above_mass + pm) >= target);
-      const unsigned hitmask = __ballot_sync(0xffffffffu, hit && lc > 0);
-      int srcl;
-      if (hitmask) {
-        srcl = __ffs(hitmask) - 1;
-      } else {  // not reached (rounding): the lowest non-empty bin
-        const unsigned ne = __ballot_sync(0xffffffffu, last_nonempty >= 0);
-        srcl = ne ? 31 - __clz(ne) : 0;
-      }
+        target = frac * (double)__shfl_sync(0xffffffffu, bp.pm, 31);  // every column is in
+      const int srcl = goal_lane(bp, mode, above_cnt, need, above_mass, target);
       if (tid == srcl) {
-        long long c = above_cnt + ec;
-        unsigned long long m = above_mass + em;
-        int chosen = last_nonempty < 0 ? hi : last_nonempty;
-        for (int b = hi; b > hi - per; --b) {
-          if (sm.cnt[b] == 0) continue;
-          const unsigned long long mb = mode == 1 ? mass_at(sm.mlo, sm.mhi, b) : 0ull;
-          const bool reach = (mode == 0) ? (c + sm.cnt[b] >= need) : ((double)(m + mb) >= target);
-          if (reach || b == last_nonempty) {
-            chosen = b;
-            break;
-          }
-          c += sm.cnt[b];
-          m += mb;
-        }
+        long long c = above_cnt + (bp.pc - bp.lc);
+        unsigned long long m = above_mass + (bp.pm - bp.lm);
+        const int chosen = goal_bin(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, bp.last_ne, need, target, c, m);
         sm.sel_key = (uint32_t)chosen;
         sm.sel_above_cnt = (int)c;
         sm.sel_above_mass = m;
@@ -3697,6 +3823,12 @@ inline int cand_finish_wpc(int num_rows, int num_sms) {
 inline bool small_cta_default(int num_rows, int num_sms) {
   return num_rows <= 2 * (num_sms > 0 ? num_sms : 132);
 }
+// small_filter_kernel: a CTA per row up to 4 x SMs rows (device A/B, H200, f32 1025 columns
+// top-p, warp -> CTA per row: 264 rows 59.1 -> 30.0 us, 512 rows 58.8 -> 49.4, top-k 512 rows
+// 42.8 -> 36.6; 1024 rows 61.2 -> 87.3). The same bits either way.
+inline bool small_filter_cta_default(int num_rows, int num_sms) {
+  return num_rows <= 4 * (num_sms > 0 ? num_sms : 132);
+}
 // (end of the default dispatch rules)
 
 // small_plain_kernel's instantiation for V (the groups held for the last block).
@@ -3710,12 +3842,14 @@ inline void launch_small_plain(const SampleParams& P, unsigned grid, cudaStream_
 }
 
 // small_filter_kernel's instantiation for V.
-template <int DT>
-inline void launch_small_filter(const SampleParams& P, unsigned grid, cudaStream_t s) {
+template <int DT, bool CTA>
+inline void launch_small_filter(const SampleParams& P, cudaStream_t s) {
+  const unsigned grid = CTA ? (unsigned)P.num_rows : (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps);
+  const unsigned nt = CTA ? kRowWarps * 32 : kSmallFiltWarps * 32;
   switch (small_groups_for<DT>(P.V)) {
-    case 0: small_filter_kernel<DT, 0><<<grid, kSmallFiltWarps * 32, 0, s>>>(P); break;
-    case 1: small_filter_kernel<DT, 1><<<grid, kSmallFiltWarps * 32, 0, s>>>(P); break;
-    default: small_filter_kernel<DT, 32 / Elt<DT>::VEC><<<grid, kSmallFiltWarps * 32, 0, s>>>(P); break;
+    case 0: small_filter_kernel<DT, 0, CTA><<<grid, nt, 0, s>>>(P); break;
+    case 1: small_filter_kernel<DT, 1, CTA><<<grid, nt, 0, s>>>(P); break;
+    default: small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA><<<grid, nt, 0, s>>>(P); break;
   }
 }
 
@@ -3748,7 +3882,8 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
       plain_finish_kernel<DT><<<(unsigned)P.num_rows, kRowWarps * 32, 0, s>>>(P);
   }
   if (run_filter && P.small_filter) {  // filtered rows, V <= 2048: one launch, no fallback rows
-    launch_small_filter<DT>(P, (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps), s);
+    if (P.small_filter_cta) launch_small_filter<DT, true>(P, s);  // (small_filter_cta_default)
+    else launch_small_filter<DT, false>(P, s);
   } else if (run_filter && kUseCandidates && !P.direct_filter) {  // filtered rows: candidates from the streaming pass
     const int fbpw = DT == 0 ? 1 : (P.fbpw > 0 ? P.fbpw : 1);
     P.fbpw = fbpw;

@@ -79,6 +79,22 @@ __device__ __forceinline__ void warp_argmax(double& v, int& i) {
   }
 }
 
+// A lane's best two approximate scores (a multiset: an equal score becomes s2), for the
+// pre-selection before the exact float64 scores: add(sc) returns true when sc became s1 (the
+// caller then records what it belongs to).
+struct Best2 {
+  float s1, s2;
+  __device__ __forceinline__ bool add(float sc) {
+    if (sc > s1) {
+      s2 = s1;
+      s1 = sc;
+      return true;
+    }
+    s2 = fmaxf(s2, sc);
+    return false;
+  }
+};
+
 // log2 on the MUFU with denormal inputs flushed (every input here is a normal float, >= 2^-53:
 // the same value as __logf's non-flushing sequence without its rescaling instructions).
 __device__ __forceinline__ float lg2_ftz(float x) {

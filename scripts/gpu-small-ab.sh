@@ -5,11 +5,13 @@
 # with DDS_SAMPLE_SMALL_EXACT=1 (every column scored exactly: the kernel's rare path), memcheck of
 # the sanitizer case, A/B call times (scripts/ab-sample.sh) and, with NCU=1, ncu of the kernel.
 # FILTER=1: the same for small_filter_kernel (filtered rows, knob DDS_SAMPLE_SMALL_FILTER, top-k /
-# top-p / min-p shapes; racecheck instead of the EXACT run). Carry .gpu-artifacts/build
+# top-p / min-p shapes; racecheck instead of the EXACT run); KNOB=name compares under that knob
+# (0 / 1) instead. Carry .gpu-artifacts/build
 # (scripts/prep-gpu-final.sh). Logs under $OUT, a digest on stdout.
 B=${B:-$PWD/.gpu-artifacts/build}; export B LD_LIBRARY_PATH=$B
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+KNOB0=${KNOB:-}
 KNOB=DDS_SAMPLE_SMALL
 if [ "${FILTER:-0}" = 1 ]; then
   KNOB=DDS_SAMPLE_SMALL_FILTER
@@ -18,6 +20,7 @@ if [ "${FILTER:-0}" = 1 ]; then
   NCU_SHAPES=${NCU_SHAPES:-f32 1025 4096 topk 1;f32 1025 4096 topp 1}
   NCU_KERNEL=small_filter
 fi
+KNOB=${KNOB0:-$KNOB}  # (KNOB=DDS_SAMPLE_SMALL_CTA: the two forms of the small kernels)
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 250 "$B/test_gpu_sample" > "$OUT/test_gpu_sample.log" 2>&1; echo "test_gpu_sample rc=$?"
   tail -3 "$OUT/test_gpu_sample.log"

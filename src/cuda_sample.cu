@@ -148,11 +148,14 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   // kernel's rare path: several candidates in one lane); same tokens, slower.
   static const int small_exact_env = env_knob("DDS_SAMPLE_SMALL_EXACT", 0);
   P.small_exact_all = small_exact_env != 0 ? 1 : 0;
-  // DDS_SAMPLE_SMALL_CTA=0/1: small_plain_kernel with a warp / a CTA per row (default:
-  // small_cta_default, a CTA per row up to two rows per SM).
+  // DDS_SAMPLE_SMALL_CTA=0/1: small_plain_kernel and small_filter_kernel with a warp / a CTA per
+  // row (default: small_cta_default, a CTA per row up to two rows per SM, and
+  // small_filter_cta_default, up to four).
   static const int small_cta_env = env_knob("DDS_SAMPLE_SMALL_CTA", -1);
   P.small_cta = small_cta_env >= 0 ? (small_cta_env != 0 ? 1 : 0)
                                    : (ksample::small_cta_default(a.num_rows, ctx.num_sms) ? 1 : 0);
+  P.small_filter_cta = small_cta_env >= 0 ? (small_cta_env != 0 ? 1 : 0)
+                                          : (ksample::small_filter_cta_default(a.num_rows, ctx.num_sms) ? 1 : 0);
   // DDS_SAMPLE_SMALL_FILTER=0: filtered rows of V <= 2048 take the general path (row pass,
   // candidate lists, cand_finish, fallback) instead of small_filter_kernel (A/B runs).
   static const int small_filter_env = env_knob("DDS_SAMPLE_SMALL_FILTER", 1);

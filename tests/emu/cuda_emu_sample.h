@@ -38,5 +38,6 @@ inline int __syncthreads_count(bool p) {
   __syncthreads();
   return r;
 }
+inline int __syncthreads_or(bool p) { return __syncthreads_count(p) != 0 ? 1 : 0; }
 alignas(16) inline unsigned char g_dynsmem_buf[1 << 20];
 inline unsigned char* g_dynsmem = g_dynsmem_buf;

@@ -6,8 +6,8 @@
 // Usage: emu_sample V rows dtype(0 f32, 1 bf16) stats(0 processed, 1 guided) [tscale [mode]]
 //   mode: comma list of fuse=0|1, top2=0|1, approx=0|1, direct=0|1, fbpw=N, srow=0|1, small=0|1
 //   (small_plain_kernel for V <= 2048), ban=N (the banned token, default 3), exactall=1
-//   (small_plain_kernel scores every column exactly: its rare path), cta=0|1 (small_plain_kernel
-//   with a warp / a CTA per row), sfilt=0|1 (small_filter_kernel for the filtered rows of
+//   (small_plain_kernel scores every column exactly: its rare path), cta=0|1 (small_plain_kernel and
+//   small_filter_kernel with a warp / a CTA per row), sfilt=0|1 (small_filter_kernel for the filtered rows of
 //   V <= 2048) (default:
 //   the library's rule)
 #include "cuda_emu_sample.h"
@@ -210,12 +210,20 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   // for V > kSmemRowMax)
   P.smem_row = g_mode.srow >= 0 ? g_mode.srow : V <= kSmemRowMax;
   P.small_filter = (g_mode.sfilt >= 0 ? g_mode.sfilt : 1) && P.nblocks <= 2 && !P.direct_filter;
-  if (P.small_filter) {
+  P.small_filter_cta = g_mode.cta >= 0 ? g_mode.cta : small_filter_cta_default(P.num_rows, 132);
+  if (P.small_filter && P.small_filter_cta) {  // (cta=0|1 forces the form of both small kernels)
+    const unsigned grid = (unsigned)P.num_rows;
+    switch (small_groups_for<DT>(V)) {
+      case 0: emu_launch(grid, 256, [&] { small_filter_kernel<DT, 0, true>(P); }); break;
+      case 1: emu_launch(grid, 256, [&] { small_filter_kernel<DT, 1, true>(P); }); break;
+      default: emu_launch(grid, 256, [&] { small_filter_kernel<DT, 32 / Elt<DT>::VEC, true>(P); }); break;
+    }
+  } else if (P.small_filter) {
     const unsigned grid = (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps);
     switch (small_groups_for<DT>(V)) {
-      case 0: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 0>(P); }); break;
-      case 1: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 1>(P); }); break;
-      default: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 32 / Elt<DT>::VEC>(P); }); break;
+      case 0: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 0, false>(P); }); break;
+      case 1: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 1, false>(P); }); break;
+      default: emu_launch(grid, kSmallFiltWarps * 32, [&] { small_filter_kernel<DT, 32 / Elt<DT>::VEC, false>(P); }); break;
     }
   } else if (!P.direct_filter) {
     // (fbpw=N forces N blocks per warp: the emulation's batches are too small for the rule to)

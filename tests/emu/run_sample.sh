@@ -11,8 +11,9 @@
 #   approx=0|1, direct=0|1, fbpw=N (blocks per warp of the filtered pass, 16-bit dtypes), srow=0
 #   (filter_kernel re-reads the row from global memory, as for V > 40960), small=0|1
 #   (small_plain_kernel for unfiltered rows of V <= 2048; default 1), ban=N (banned token),
-#   exactall=1 (that kernel's rare path everywhere), cta=0|1 (it with a warp / a CTA per row;
-#   default: a CTA up to 264 rows, so these 40-row cases take the CTA form unless cta=0),
+#   exactall=1 (that kernel's rare path everywhere), cta=0|1 (it and small_filter_kernel with a
+#   warp / a CTA per row; default: a CTA up to 264 rows, so these 40-row cases take the CTA form
+#   unless cta=0),
 #   sfilt=0|1 (small_filter_kernel for the filtered rows of V <= 2048; default 1)
 #   (default: src/cuda_sample.cu's rules).
 set -euo pipefail
@@ -52,8 +53,9 @@ else
   for c in "1025 40 0 0 1 sfilt=0" "1025 40 1 1 1 sfilt=0,top2=0" "2048 44 0 1 0.5 sfilt=0" "7 30 1 0 1 sfilt=0,ban=5"; do
     "$out/emu_sample" $c 2>/dev/null | tail -1 || rc=1
   done
-  # small_filter_kernel on tiny rows (one partial 16-byte group per lane).
-  for c in "7 30 0 0 1 ban=5" "7 30 1 1 0.5 ban=5" "33 30 0 0 2 ban=32"; do
+  # small_filter_kernel on tiny rows (one partial 16-byte group per lane), and its warp form
+  # (the cases above take the CTA form: 40 / 44 rows).
+  for c in "7 30 0 0 1 ban=5" "7 30 1 1 0.5 ban=5" "33 30 0 0 2 ban=32" "1025 40 1 1 1 cta=0" "2048 44 0 0 0.5 cta=0"; do
     "$out/emu_sample" $c 2>/dev/null | tail -1 || rc=1
   done
   # More than 256 blocks: the CTA-per-row finish adds its block terms in chunks of 256.
