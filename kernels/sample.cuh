@@ -570,7 +570,7 @@ __device__ __forceinline__ void for_list(const int2* S, int nS, int lane, F f, i
   }
 }
 
-// Fixed-point masses of histogram bins (warp_select, radix_select) are kept as two 32-bit words
+// Fixed-point masses of histogram bins (select_src, radix_select) are kept as two 32-bit words
 // per bin, the low word's wrap-arounds carried into the high word by the thread whose add
 // wrapped (the atomic's return value tells it): a 64-bit atomic add on shared memory is a
 // compare-and-swap loop (ATOMS.CAST.SPIN.64 on sm_90), and on flat rows, where most columns fall
