@@ -3823,9 +3823,10 @@ inline int cand_finish_wpc(int num_rows, int num_sms) {
 inline bool small_cta_default(int num_rows, int num_sms) {
   return num_rows <= 2 * (num_sms > 0 ? num_sms : 132);
 }
-// small_filter_kernel: a CTA per row up to 4 x SMs rows (device A/B, H200, f32 1025 columns
-// top-p, warp -> CTA per row: 264 rows 59.1 -> 30.0 us, 512 rows 58.8 -> 49.4, top-k 512 rows
-// 42.8 -> 36.6; 1024 rows 61.2 -> 87.3). The same bits either way.
+// small_filter_kernel: a CTA per row up to 4 x SMs rows (device A/B, H200, f32 1025 columns,
+// warp -> CTA per row, docs/device-runs.md eighth session call 9: 256 rows top-p 59.1 -> 30.2 us,
+// top-k 33.3 -> 23.4; 528 rows top-p 58.3 -> 50.0, top-k 33.0 -> 38.1; call 8: 1024 rows top-p
+// 61.2 -> 87.3). The same bits either way.
 inline bool small_filter_cta_default(int num_rows, int num_sms) {
   return num_rows <= 4 * (num_sms > 0 ? num_sms : 132);
 }

@@ -11,16 +11,15 @@
 B=${B:-$PWD/.gpu-artifacts/build}; export B LD_LIBRARY_PATH=$B
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-KNOB0=${KNOB:-}
-KNOB=DDS_SAMPLE_SMALL
+DEF_KNOB=DDS_SAMPLE_SMALL
 if [ "${FILTER:-0}" = 1 ]; then
-  KNOB=DDS_SAMPLE_SMALL_FILTER
+  DEF_KNOB=DDS_SAMPLE_SMALL_FILTER
   CMP_SHAPES=${CMP_SHAPES:-f32 1025 4096 topk 1;bf16 1025 4096 topp 0.5;f32 1025 4096 minp 1;f32 1025 4096 topp 1;f32 2048 1000 topp 1;bf16 1100 300 topk 0.7;f32 1000 512 topp 2;bf16 1025 8 topk 1;f32 1024 777 minp 1;bf16 2048 64 topp 0.25}
   AB_SHAPES=${AB_SHAPES:-f32 1025 4096 topk;bf16 1025 4096 topk;f32 1025 4096 topp;bf16 1025 4096 topp;f32 1025 4096 minp;f32 1025 256 topk;f32 1025 256 topp;f32 1025 8 topk;f32 1025 8 topp;f32 2048 4096 topp;bf16 2048 4096 topk}
   NCU_SHAPES=${NCU_SHAPES:-f32 1025 4096 topk 1;f32 1025 4096 topp 1}
   NCU_KERNEL=small_filter
 fi
-KNOB=${KNOB0:-$KNOB}  # (KNOB=DDS_SAMPLE_SMALL_CTA: the two forms of the small kernels)
+KNOB=${KNOB:-$DEF_KNOB}  # (KNOB=DDS_SAMPLE_SMALL_CTA: the two forms of the small kernels)
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 250 "$B/test_gpu_sample" > "$OUT/test_gpu_sample.log" 2>&1; echo "test_gpu_sample rc=$?"
   tail -3 "$OUT/test_gpu_sample.log"
