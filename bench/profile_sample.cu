@@ -1,5 +1,5 @@
 // dds_profile_sample: calls dds_sample a few times on one shape, for a profiler (ncu / nsys) to
-// pick one launch. Usage: dds_profile_sample [f32|bf16] [V] [rows] [plain|topk|topp|minp] [calls]
+// pick one launch. Usage: dds_profile_sample [f32|bf16] [V] [rows] [plain|topk|topp|minp|guided|mix] [calls]
 // [temperature]. Logits are sigma * N(0, 1), sigma = 2 (filled on the device): temperature 0.5 /
 // 0.25 samples rows shaped like sigma 4 / 8 (top-p 0.9 keeps ~62000 of 262144 columns at T = 1). Prints the median call time
 // (CUDA events; unreliable under a profiler, which serialises and replays kernels).
@@ -40,6 +40,39 @@ int main(int argc, char** argv) {
   if (!std::strcmp(scen, "topk")) a.top_k = 50;
   if (!std::strcmp(scen, "topp")) a.top_p = 0.9f;
   if (!std::strcmp(scen, "minp")) a.min_p = 0.05f;
+  if (!std::strcmp(scen, "guided")) {  // every request guided, g = 2, uncond rows laid out as cond
+    void* unc = nullptr;
+    if (cudaMalloc(&unc, n * (bf16 ? 2 : 4)) != cudaSuccess) {
+      std::printf("dds_profile_sample: out of memory\n");
+      return 1;
+    }
+    fill<<<2048, 256>>>(unc, n, bf16, 777u);
+    a.uncond_logits = unc;
+    a.uncond_num_rows = rows;
+    a.guidance_scale = 2.f;
+  }
+  if (!std::strcmp(scen, "mix")) {  // request r % 4: plain, top-k 50, top-p 0.9, min-p 0.05
+    std::vector<int32_t> k(rows, 0);
+    std::vector<float> p(rows, 1.f), mp(rows, 0.f);
+    for (int r = 0; r < rows; ++r) {
+      if (r % 4 == 1) k[r] = 50;
+      if (r % 4 == 2) p[r] = 0.9f;
+      if (r % 4 == 3) mp[r] = 0.05f;
+    }
+    int32_t* dk = nullptr;
+    float *dp = nullptr, *dmp = nullptr;
+    if (cudaMalloc(&dk, rows * 4) != cudaSuccess || cudaMalloc(&dp, rows * 4) != cudaSuccess ||
+        cudaMalloc(&dmp, rows * 4) != cudaSuccess) {
+      std::printf("dds_profile_sample: out of memory\n");
+      return 1;
+    }
+    cudaMemcpy(dk, k.data(), rows * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dp, p.data(), rows * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dmp, mp.data(), rows * 4, cudaMemcpyHostToDevice);
+    a.top_ks = dk;
+    a.top_ps = dp;
+    a.min_ps = dmp;
+  }
   a.seed = 1;
   a.tokens = out;
   a.argmax = out + rows;

@@ -5,6 +5,8 @@
 // log-prob, outputs ids + log-probs + ranks (as dds_bench's stash scenarios). Logits are
 // sigma * N(0, 1), sigma = 2 (filled on the device). Prints the median call time (CUDA events;
 // unreliable under a profiler, which serialises and replays kernels).
+// DDS_PROFILE_DUMP=file: the last call's outputs (ids, log-probs, ranks) written raw to file (for
+// cmp across knobs, e.g. DDS_STASH_V2=0 / 1). Slots of requests not kept are zero.
 #include <dds/dds.h>
 
 #include <algorithm>
@@ -34,6 +36,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   fill<<<2048, 256>>>(logits, cnt, bf16, 4321u);
+  cudaMemset(tok, 0, outn * 4);
+  cudaMemset(rank, 0, outn * 4);
+  cudaMemset(val, 0, outn * 4);
   std::vector<uint8_t> k(rows, 0);
   for (int r = 0; r < rows; r += every) k[r] = 1;
   cudaMemcpy(keep, k.data(), rows, cudaMemcpyHostToDevice);
@@ -58,6 +63,16 @@ int main(int argc, char** argv) {
     return false;
   });
   if (med < 0.f) return 1;
+  if (const char* dump = std::getenv("DDS_PROFILE_DUMP")) {
+    std::vector<int32_t> h(outn * 3);
+    cudaMemcpy(h.data(), tok, outn * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(h.data() + outn, val, outn * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(h.data() + 2 * outn, rank, outn * 4, cudaMemcpyDeviceToHost);
+    if (FILE* f = std::fopen(dump, "wb")) {
+      std::fwrite(h.data(), 4, h.size(), f);
+      std::fclose(f);
+    }
+  }
   std::printf("dds_profile_stash %s V=%d rows=%d keep 1/%d n=%d: median %.1f us over %d calls\n", bf16 ? "bf16" : "f32",
               V, rows, every, n, med, calls);
   dds_destroy(s);

@@ -140,6 +140,7 @@ struct SampleParams {
   int small_cta;      // small_plain_kernel with a CTA per row (small_cta_default)
   int small_filter;   // filtered rows of V <= 2048: small_filter_kernel (no lists, no fallback)
   int small_filter_cta;  // small_filter_kernel with a CTA per row (small_filter_cta_default)
+  int pdl;               // launch_sample_dt: programmatic dependent launch between the kernels
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;
@@ -178,6 +179,19 @@ struct Elt<2> {
 };
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// Programmatic dependent launch (sm_90; launch_sample_dt): every kernel of a dds_sample call but
+// the first is launched with programmatic stream serialization, so its CTAs may be scheduled once
+// every CTA of the previous kernel runs; each kernel first waits for the previous one to complete
+// (griddepcontrol.wait: all its memory operations visible), then lets the next one be scheduled.
+// The same order of effects as plain stream order; what it saves is the launch gap between two
+// kernels. No-ops without the launch attribute, and in the host emulation.
+__device__ __forceinline__ void pdl_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // Per-request parameters after docs/sampling.md §1.
 struct Req {
@@ -1424,6 +1438,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
 
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
@@ -1642,6 +1657,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
 // candidate lists and samples (finish_filtered).
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
   __shared__ __align__(16) unsigned s_bins[kRowWarps][kWBins * 3];  // 256 counts + 256 u64 masses
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
   const int row = blockIdx.x * (int)(blockDim.x >> 5) + wid;  // (blockDim.x <= kRowWarps * 32)
@@ -1745,6 +1761,7 @@ __device__ __forceinline__ Top2 cta_top2(FinSmem& sm, Top2 v, int lane, int wid)
 
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
   __shared__ FinSmem sm;
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
@@ -2061,6 +2078,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
 
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) plain_finish_warp_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
   const int lane = threadIdx.x & 31;
   const long long row_ll = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
   if (row_ll >= P.num_rows) return;
@@ -2149,6 +2167,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
 // per SM stay resident while the finishes run: 4096 x 1025 is one wave).
 template <int DT, bool FUSED>
 __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
@@ -2553,6 +2572,7 @@ template <int DT, int NT, bool CTA>
 // short tail (80 measured no faster, docs/device-runs.md), 128 with a whole second block; the CTA
 // form 128.
 __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
@@ -2671,6 +2691,7 @@ struct SmallFiltSmem {
 };
 template <int DT, int NT, bool CTA>
 __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, CTA ? 2 : (NT <= 1 ? 7 : 5)) small_filter_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
@@ -3636,6 +3657,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 // (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row.
 template <int DT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
+  pdl_sync();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   if (kUseCandidates && !P.direct_filter) {
     const int n = min((int)*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);
@@ -3664,6 +3686,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
 // Probabilities (after the row kernels): one CTA of 256 threads per (row, 4096-column chunk).
 template <int DT>
 __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ SampleParams P, int chunks) {
+  pdl_sync();
   constexpr int VEC = Elt<DT>::VEC;
   const long long bid = blockIdx.x;
   const int row = (int)(bid / chunks);
@@ -3735,6 +3758,7 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
 }
 
 __global__ void status_kernel(SampleParams P) {
+  pdl_sync();
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= P.num_requests) return;
   const Req q = load_req(P, r);
@@ -3774,8 +3798,10 @@ inline cudaError_t prepare_sample_kernels(int V) {
 
 // Consecutive blocks per warp of plain_pass_kernel: up to 16, fewer while that would leave
 // < 2048 warps.
+// Below 1024 rows up to 8 (device A/B, ninth session, 8 -> 16: 256 x 262144 f32 93.5 -> 106.2
+// us, 512 x 32000 bf16 42.8 -> 48.2; 512 x 262144 f32 173.6 -> 171.7). No output depends on it.
 inline int plain_bpw(int num_rows, int nblocks) {
-  int bpw = 16;
+  int bpw = num_rows < 1024 ? 8 : 16;
   while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
   return bpw;
 }
@@ -3832,25 +3858,49 @@ inline bool small_filter_cta_default(int num_rows, int num_sms) {
 }
 // (end of the default dispatch rules)
 
+// The kernels of one dds_sample call, in stream order: the first one launched as usual, the
+// next ones with programmatic stream serialization when `pdl` (pdl_sync; P.pdl, from
+// DDS_SAMPLE_PDL=1 on compute capability >= 9; off by default, see src/cuda_sample.cu).
+struct Launcher {
+  cudaStream_t s;
+  bool pdl;
+  int n = 0;
+  template <typename... KA, typename... A>
+  void operator()(void (*k)(KA...), dim3 grid, dim3 block, size_t smem, A&&... a) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl && n > 0 ? 1 : 0;
+    ++n;
+    (void)cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(a)...);
+  }
+};
+
 // small_plain_kernel's instantiation for V (the groups held for the last block).
 template <int DT, bool CTA>
-inline void launch_small_plain(const SampleParams& P, unsigned grid, cudaStream_t s) {
+inline void launch_small_plain(const SampleParams& P, unsigned grid, Launcher& L) {
   switch (small_groups_for<DT>(P.V)) {
-    case 0: small_plain_kernel<DT, 0, CTA><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-    case 1: small_plain_kernel<DT, 1, CTA><<<grid, kRowWarps * 32, 0, s>>>(P); break;
-    default: small_plain_kernel<DT, 32 / Elt<DT>::VEC, CTA><<<grid, kRowWarps * 32, 0, s>>>(P); break;
+    case 0: L(small_plain_kernel<DT, 0, CTA>, grid, kRowWarps * 32, 0, P); break;
+    case 1: L(small_plain_kernel<DT, 1, CTA>, grid, kRowWarps * 32, 0, P); break;
+    default: L(small_plain_kernel<DT, 32 / Elt<DT>::VEC, CTA>, grid, kRowWarps * 32, 0, P); break;
   }
 }
 
 // small_filter_kernel's instantiation for V.
 template <int DT, bool CTA>
-inline void launch_small_filter(const SampleParams& P, cudaStream_t s) {
+inline void launch_small_filter(const SampleParams& P, Launcher& L) {
   const unsigned grid = CTA ? (unsigned)P.num_rows : (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps);
   const unsigned nt = CTA ? kRowWarps * 32 : kSmallFiltWarps * 32;
   switch (small_groups_for<DT>(P.V)) {
-    case 0: small_filter_kernel<DT, 0, CTA><<<grid, nt, 0, s>>>(P); break;
-    case 1: small_filter_kernel<DT, 1, CTA><<<grid, nt, 0, s>>>(P); break;
-    default: small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA><<<grid, nt, 0, s>>>(P); break;
+    case 0: L(small_filter_kernel<DT, 0, CTA>, grid, nt, 0, P); break;
+    case 1: L(small_filter_kernel<DT, 1, CTA>, grid, nt, 0, P); break;
+    default: L(small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA>, grid, nt, 0, P); break;
   }
 }
 
@@ -3858,9 +3908,10 @@ inline void launch_small_filter(const SampleParams& P, cudaStream_t s) {
 template <int DT>
 inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_filter, int num_sms,
                                    cudaStream_t s) {
+  Launcher L{s, P.pdl != 0};
   if (run_plain && P.small_plain && P.nblocks <= 2) {  // unfiltered rows, V <= 2048
-    if (P.small_cta) launch_small_plain<DT, true>(P, (unsigned)P.num_rows, s);  // a CTA per row
-    else launch_small_plain<DT, false>(P, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), s);
+    if (P.small_cta) launch_small_plain<DT, true>(P, (unsigned)P.num_rows, L);  // a CTA per row
+    else launch_small_plain<DT, false>(P, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), L);
   } else if (run_plain) {  // unfiltered rows
     // Blocks per warp: up to 16 consecutive blocks of a row per warp (the next block's loads in
     // flight during this block's arithmetic), fewer while that would leave < 2048 warps. Then one
@@ -3870,29 +3921,29 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
     const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
     if (P.fuse_finish)
-      plain_pass_kernel<DT, true><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+      L(plain_pass_kernel<DT, true>, (unsigned)grid, kRowWarps * 32, 0, P);
     else
-      plain_pass_kernel<DT, false><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+      L(plain_pass_kernel<DT, false>, (unsigned)grid, kRowWarps * 32, 0, P);
     // Few rows: a CTA per row shortens each row's finish; many rows: a warp per row keeps more
     // rows in flight (measured: 4096 x 1025 bf16 97 us with warps, 224 us with CTAs), and is
     // fused into the pass when P.fuse_finish (the caller zeroed counters when wpr > 1).
     if (P.fuse_finish) {
     } else if (P.num_rows >= 1024)
-      plain_finish_warp_kernel<DT><<<(unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, s>>>(P);
+      L(plain_finish_warp_kernel<DT>, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, P);
     else
-      plain_finish_kernel<DT><<<(unsigned)P.num_rows, kRowWarps * 32, 0, s>>>(P);
+      L(plain_finish_kernel<DT>, (unsigned)P.num_rows, kRowWarps * 32, 0, P);
   }
   if (run_filter && P.small_filter) {  // filtered rows, V <= 2048: one launch, no fallback rows
-    if (P.small_filter_cta) launch_small_filter<DT, true>(P, s);  // (small_filter_cta_default)
-    else launch_small_filter<DT, false>(P, s);
+    if (P.small_filter_cta) launch_small_filter<DT, true>(P, L);  // (small_filter_cta_default)
+    else launch_small_filter<DT, false>(P, L);
   } else if (run_filter && kUseCandidates && !P.direct_filter) {  // filtered rows: candidates from the streaming pass
     const int fbpw = DT == 0 ? 1 : (P.fbpw > 0 ? P.fbpw : 1);
     P.fbpw = fbpw;
     const long long warps = (long long)P.num_rows * ((P.nblocks + fbpw - 1) / fbpw);
     const long long grid = (warps + kRowWarps - 1) / kRowWarps;
-    row_pass_kernel<DT><<<(unsigned)grid, kRowWarps * 32, 0, s>>>(P);
+    L(row_pass_kernel<DT>, (unsigned)grid, kRowWarps * 32, 0, P);
     const int wpc = P.cf_wpc > 0 && P.cf_wpc <= kRowWarps ? P.cf_wpc : cand_finish_wpc(P.num_rows, num_sms);
-    cand_finish_kernel<DT><<<(unsigned)((P.num_rows + wpc - 1) / wpc), wpc * 32, 0, s>>>(P);
+    L(cand_finish_kernel<DT>, (unsigned)((P.num_rows + wpc - 1) / wpc), wpc * 32, 0, P);
   }
   if (run_filter && !P.small_filter) {
     P.smem_row = P.V <= kSmemRowMax;
@@ -3901,13 +3952,13 @@ inline cudaError_t launch_sample_dt(SampleParams P, bool run_plain, bool run_fil
       const int cap = 2 * (num_sms > 0 ? num_sms : 132);
       if (grid > cap) grid = cap;
     }
-    filter_kernel<DT><<<grid, kFilterThreads, filter_smem_bytes(P.V, P.smem_row), s>>>(P);
+    L(filter_kernel<DT>, grid, kFilterThreads, filter_smem_bytes(P.V, P.smem_row), P);
   }
   if (P.probs) {
     const int chunks = (P.V + kProbsChunk - 1) / kProbsChunk;
-    probs_kernel<DT><<<(unsigned)((long long)P.num_rows * chunks), 256, 0, s>>>(P, chunks);
+    L(probs_kernel<DT>, (unsigned)((long long)P.num_rows * chunks), 256, 0, P, chunks);
   }
-  if (P.request_status) status_kernel<<<(P.num_requests + 127) / 128, 128, 0, s>>>(P);
+  if (P.request_status) L(status_kernel, (P.num_requests + 127) / 128, 128, 0, P);
   return cudaGetLastError();
 }
 

@@ -22,6 +22,22 @@
 // are zero at rest: graph-safe, no memset).
 // Values: v = (sanitised logit) * (1/T) in fp32 exactly as the CPU; log-prob = (v - M) - log S in
 // float64 with S the sum of exp(v - M) (fp32 within a tile, float64 across tiles and partials).
+//
+// V2 (template flag; DDS_STASH_V2=1 in src/cuda_stash.cu): the same work split, the same sums in
+// the same order and the same lists, so the same output bits on the same grid, with a shorter
+// chain of dependent steps (small problems are latency-bound):
+//   - <= 256 requests: a thread per request loads its keep flag and its fields in one round trip
+//     and the counts are scanned in registers (v1: flags, barrier, fields, three-barrier scan);
+//   - the chunk-count walk unrolled (its 32 shuffles independent);
+//   - top-n (n <= 32): each lane marks its candidates in a mask; one candidate per lane per batch,
+//     merged into the list by counting ranks (one or two: the warp insertion), instead of a
+//     warp-wide insertion per candidate; the first tile's bound (n-th largest lane maximum) by
+//     counting instead of a 15-step bitonic sort;
+//   - the merge: the headers and the lists loaded together, then the top n by rank among the
+//     keys >= tau (the n-th largest of a sample of the lists' heads), instead of n rounds of a
+//     warp-wide 64-bit maximum;
+//   - 16-bit tiles in a rolling two-tile pipeline (a tile's load issued as the tile two before
+//     it is done).
 #ifndef DDS_KERNELS_STASH_CUH_
 #define DDS_KERNELS_STASH_CUH_
 
@@ -82,6 +98,12 @@ __host__ __device__ inline int64_t warp_smem_bytes(int32_t n, bool count) {
   if (count) b += align16((int64_t)5 * (n + 2) * 4);
   return align16(b);
 }
+// The v2 kernel (DDS_STASH_V2, see stash_kernel) appends a batch area per warp: 32 candidate keys,
+// the old and the new list (32 keys each), after warp_smem_bytes(n, count).
+constexpr int kBatchKeys = 3 * 32;
+__host__ __device__ inline int64_t warp_smem_bytes_v2(int32_t n, bool count) {
+  return warp_smem_bytes(n, count) + (int64_t)kBatchKeys * 8;
+}
 __host__ __device__ inline int64_t partial_bytes(int32_t n) {
   return align16(16 + (int64_t)list_len(n) * 8 + (int64_t)(n + 1) * 4);
 }
@@ -117,6 +139,19 @@ __device__ __forceinline__ int32_t key_index(uint64_t k) { return (int32_t)(~(ui
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_min(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+__device__ __forceinline__ uint64_t warp_max_u64(uint64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t u = __shfl_xor_sync(kFull, v, o);
+    v = u > v ? u : v;
+  }
   return v;
 }
 __device__ __forceinline__ double warp_sum(double v) {
@@ -284,10 +319,11 @@ struct WarpMem {
   float* srt;   // [n+1] sorted valid given values
   int32_t* hist;  // [n+2]
   int32_t* ecnt;  // [n+1] #values strictly greater than entry e's value
+  uint64_t* bat;  // v2: [kBatchKeys] batch insertion (candidates, old list, new list)
 };
 
 // MINB: CTAs of 256 threads per SM the registers are capped for (2: <= 128 registers, 3: <= 80).
-template <typename T, bool COUNT, int MINB>
+template <typename T, bool COUNT, int MINB, bool V2 = false>
 __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int32_t scan_tmp[kMaxWarps + 1];
@@ -297,66 +333,113 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
   const int nthreads = blockDim.x, nwarps = nthreads >> 5;
 
   // ---- 1. kept rows per request, prefix in shared memory; CTA 0 writes request_status ----
-  // (a) keep flags (read first: nothing else of a request not kept is used), strided and
-  // independent so that the loads overlap; (b) the rest for kept requests; (c) block scan.
+  int K;
+  // v2: a request's keep flag and fields loaded together (one round trip instead of two; the
+  // fields of a request not kept are read, not used); returns its kept-row count, writes its
+  // status (CTA 0).
+  // A kept request's row count and status from its loaded fields (both kernels).
+  auto kept_count = [&](int slot, int rb, int re, int nvr, float Tm, int& status) -> int {
+    if (slot < 0 || slot >= P.num_slots) {
+      status = kReqBadSlot;
+      return 0;
+    }
+    rb = max(rb, 0);
+    re = min(re, P.num_rows);
+    const int nrows = max(re - rb, 0);
+    int nv = P.num_valid ? nvr : nrows;
+    nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
+    if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+    return nv;
+  };
+  auto req_count = [&](int r) -> int {  // (v2: every field loaded with the keep flag)
+    const bool kp = P.keep == nullptr || P.keep[r] != 0;
+    const int slot = P.slots ? P.slots[r] : r;
+    const int rb = P.row_offsets ? P.row_offsets[r] : r;
+    const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+    const int nvr = P.num_valid ? P.num_valid[r] : 0;
+    const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
+    int status = 0;
+    const int cnt = kp ? kept_count(slot, rb, re, nvr, Tm, status) : 0;
+    if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
+    return cnt;
+  };
+  if (V2 && R <= nthreads) {
+    // v2, one request per thread: the counts scanned in registers (a warp scan, the warps'
+    // totals through shared memory).
+    const int r = tid;
+    const int cnt = r < R ? req_count(r) : 0;
+    const int inc = warp_incl_scan(cnt, lane);
+    if (lane == 31) scan_tmp[warp] = inc;
+    __syncthreads();
+    int off = 0, tot = 0;
+    for (int w2 = 0; w2 < nwarps; ++w2) {
+      const int v = scan_tmp[w2];
+      off += w2 < warp ? v : 0;
+      tot += v;
+    }
+    if (r < R) cum[r] = off + inc - cnt;
+    if (tid == 0) cum[R] = tot;
+    __syncthreads();
+    K = tot;
+  } else {
+    if (V2) {
+      // (a + b) in one pass
 #pragma unroll 4
-  for (int r = tid; r < R; r += nthreads) cum[r] = (P.keep == nullptr || P.keep[r] != 0) ? 1 : 0;
-  __syncthreads();
+      for (int r = tid; r < R; r += nthreads) cum[r] = req_count(r);
+    } else {
+      // (a) keep flags (read first: nothing else of a request not kept is used), strided and
+      // independent so that the loads overlap; (b) the rest for kept requests; (c) block scan.
 #pragma unroll 4
-  for (int r = tid; r < R; r += nthreads) {
-    int cnt = 0, status = 0;
-    if (cum[r]) {
-      const int slot = P.slots ? P.slots[r] : r;
-      int rb = P.row_offsets ? P.row_offsets[r] : r;
-      int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
-      const int nvr = P.num_valid ? P.num_valid[r] : 0;
-      const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-      if (slot < 0 || slot >= P.num_slots) {
-        status = kReqBadSlot;
-      } else {
-        rb = max(rb, 0);
-        re = min(re, P.num_rows);
-        const int nrows = max(re - rb, 0);
-        int nv = P.num_valid ? nvr : nrows;
-        nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
-        cnt = nv;
-        if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+      for (int r = tid; r < R; r += nthreads)
+        cum[r] = (P.keep == nullptr || P.keep[r] != 0) ? 1 : 0;
+      __syncthreads();
+#pragma unroll 4
+      for (int r = tid; r < R; r += nthreads) {
+        int cnt = 0, status = 0;
+        if (cum[r]) {
+          const int slot = P.slots ? P.slots[r] : r;
+          const int rb = P.row_offsets ? P.row_offsets[r] : r;
+          const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+          const int nvr = P.num_valid ? P.num_valid[r] : 0;
+          const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
+          cnt = kept_count(slot, rb, re, nvr, Tm, status);
+        }
+        if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
+        cum[r] = cnt;
       }
     }
-    if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
-    cum[r] = cnt;
-  }
-  __syncthreads();
-  {
-    // Exclusive scan: each warp a contiguous segment, walked 32 consecutive entries at a time
-    // (lane i the i-th: no shared-memory bank conflicts; a thread per `per` consecutive entries
-    // had 16-way conflicts at 4096 requests), then the warps' totals.
-    const int seg = (R + nwarps - 1) / nwarps;
-    const int w0 = min(warp * seg, R), w1 = min(w0 + seg, R);
-    int carry = 0;
-    for (int b = w0; b < w1; b += 32) {
-      const int r = b + lane;
-      const int c = r < w1 ? cum[r] : 0;
-      const int inc = warp_incl_scan(c, lane);
-      if (r < w1) cum[r] = carry + inc - c;
-      carry += __shfl_sync(kFull, inc, 31);
+    __syncthreads();
+    {
+      // Exclusive scan: each warp a contiguous segment, walked 32 consecutive entries at a time
+      // (lane i the i-th: no shared-memory bank conflicts; a thread per `per` consecutive entries
+      // had 16-way conflicts at 4096 requests), then the warps' totals.
+      const int seg = (R + nwarps - 1) / nwarps;
+      const int w0 = min(warp * seg, R), w1 = min(w0 + seg, R);
+      int carry = 0;
+      for (int b = w0; b < w1; b += 32) {
+        const int r = b + lane;
+        const int c = r < w1 ? cum[r] : 0;
+        const int inc = warp_incl_scan(c, lane);
+        if (r < w1) cum[r] = carry + inc - c;
+        carry += __shfl_sync(kFull, inc, 31);
+      }
+      if (lane == 0) scan_tmp[warp] = carry;
+      __syncthreads();
+      if (warp == 0) {
+        const int v = lane < nwarps ? scan_tmp[lane] : 0;
+        const int s = warp_incl_scan(v, lane);
+        __syncwarp();
+        if (lane < nwarps) scan_tmp[lane] = s - v;
+        if (lane == nwarps - 1) scan_tmp[kMaxWarps] = s;
+      }
+      __syncthreads();
+      const int off = scan_tmp[warp];
+      for (int r = w0 + lane; r < w1; r += 32) cum[r] += off;
+      if (tid == 0) cum[R] = scan_tmp[kMaxWarps];
+      __syncthreads();
     }
-    if (lane == 0) scan_tmp[warp] = carry;
-    __syncthreads();
-    if (warp == 0) {
-      const int v = lane < nwarps ? scan_tmp[lane] : 0;
-      const int s = warp_incl_scan(v, lane);
-      __syncwarp();
-      if (lane < nwarps) scan_tmp[lane] = s - v;
-      if (lane == nwarps - 1) scan_tmp[kMaxWarps] = s;
-    }
-    __syncthreads();
-    const int off = scan_tmp[warp];
-    for (int r = w0 + lane; r < w1; r += 32) cum[r] += off;
-    if (tid == 0) cum[R] = scan_tmp[kMaxWarps];
-    __syncthreads();
+    K = cum[R];
   }
-  const int K = cum[R];
   if (K == 0) return;
 
   // ---- 2. items: (kept row q, chunk p), one warp each ----
@@ -394,15 +477,30 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
         const int64_t rounds = (it + TW - 1) / TW;
         eff = (float)it / (float)(rounds * TW);
       }
-      for (int i = 0; i < 32 && c0 + i <= pm; ++i) {
-        const float e = __shfl_sync(kFull, eff, i);
-        if (e > best * 1.03f) {
-          best = e;
-          Pn = c0 + i;
+      if (V2) {
+        // the same walk unrolled: the 32 shuffles are independent, only the compares chain
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const float e = __shfl_sync(kFull, eff, i);
+          if (!done && c0 + i <= pm) {
+            if (e > best * 1.03f) {
+              best = e;
+              Pn = c0 + i;
+            }
+            if (best >= 0.95f) done = true;
+          }
         }
-        if (best >= 0.95f) {
-          done = true;
-          break;
+      } else {
+        for (int i = 0; i < 32 && c0 + i <= pm; ++i) {
+          const float e = __shfl_sync(kFull, eff, i);
+          if (e > best * 1.03f) {
+            best = e;
+            Pn = c0 + i;
+          }
+          if (best >= 0.95f) {
+            done = true;
+            break;
+          }
         }
       }
     }
@@ -421,6 +519,9 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
     wm.srt = reinterpret_cast<float*>(wm.epos + (n + 2));
     wm.hist = reinterpret_cast<int32_t*>(wm.srt + (n + 2));
     wm.ecnt = wm.hist + (n + 2);
+    wm.bat = V2 ? reinterpret_cast<uint64_t*>(smem + P.cum_bytes + (int64_t)warp * P.warp_bytes +
+                                              warp_smem_bytes(n, COUNT))
+                : nullptr;
   }
 
   for (int64_t w = (int64_t)blockIdx.x * nwarps + warp; w < items; w += TW) {
@@ -504,6 +605,7 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
     // The list: one key per lane in a register while NTe <= 32, else in shared memory.
     const bool regl = NTe <= 32;
     uint64_t mykey_list = 0;
+    int nl = 0;  // v2: keys in the list
     float M = -kInf;
     double Sl = 0.0;
     int chi = 0;
@@ -567,6 +669,102 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
 
       // top-NTe candidates: only tiles where some lane's maximum reaches the threshold
       float tv = thr ? fmaxf(key_value(thr), tv_bound) : tv_bound;
+      if (V2 && regl) {
+        // v2: each lane marks its own candidates (values >= tv) in a bit mask; then batches of
+        // one candidate per lane (the lane's next one, re-checked against the risen threshold)
+        // are merged into the list at once by counting (position = keys greater in the list +
+        // keys greater in the batch), instead of a warp-wide insertion step per candidate.
+        // The list after each batch is the top NTe of the keys seen (keys are distinct), so
+        // the chunk's list is the same as v1's.
+        bool cand = lmv > -kInf && lmv >= tv;
+        const unsigned cl2 = __ballot_sync(kFull, cand);
+        if (!cl2) return;
+        if (thr == 0 && __popc(cl2) >= NTe) {
+          // NTe-th largest lane maximum (at least NTe values of this tile reach it), by
+          // counting: the least lane maximum with fewer than NTe lane maxima above it.
+          float* lmx = wm.stage;
+          lmx[lane] = lmv;
+          __syncwarp();
+          int gt = 0;
+#pragma unroll
+          for (int t = 0; t < 32; t += 4) {
+            const float4 q4 = *reinterpret_cast<const float4*>(lmx + t);
+            gt += (q4.x > lmv) + (q4.y > lmv) + (q4.z > lmv) + (q4.w > lmv);
+          }
+          __syncwarp();
+          const float nth = warp_min(gt < NTe ? lmv : kInf);
+          tv_bound = fmaxf(tv_bound, nth);
+          tv = fmaxf(tv, tv_bound);
+          cand = lmv > -kInf && lmv >= tv;
+        }
+        // the lane's candidates, values staged [ii][lane] (each lane reads back its own)
+        unsigned mk = 0;
+        if (cand) {
+#pragma unroll
+          for (int ii = 0; ii < 32; ++ii) {
+            const float v = full ? full_value(tl.get(ii), invT) : fmaxf(tl.get(ii), -kInf);
+            if (v > -kInf && v >= tv) {
+              wm.stage[ii * 32 + lane] = v;
+              mk |= 1u << ii;
+            }
+          }
+        }
+        uint64_t* bc = wm.bat;        // the batch's candidates, compacted
+        uint64_t* bo = wm.bat + 32;   // the list before the batch
+        uint64_t* bnw = wm.bat + 64;  // the list after it
+        while (__ballot_sync(kFull, mk != 0)) {
+          uint64_t ck = 0;
+          bool valid = false;
+          if (mk) {
+            const int ii = __ffs(mk) - 1;
+            mk &= mk - 1;
+            const float v = wm.stage[ii * 32 + lane];
+            if (v >= tv) {
+              ck = make_key(v, (int32_t)(base + tile_elem<T>(ii, lane)));
+              valid = ck > thr;
+            }
+          }
+          const unsigned vb = __ballot_sync(kFull, valid);
+          if (!vb) continue;
+          const int nc = __popc(vb);
+          if (nc <= 2) {
+            // one or two: a warp-wide insertion each is shorter than a batch
+            for (unsigned b2 = vb; b2; b2 &= b2 - 1) {
+              const uint64_t key = __shfl_sync(kFull, ck, __ffs(b2) - 1);
+              if (key > thr) {
+                const int pos = __popc(__ballot_sync(kFull, mykey_list > key));
+                const uint64_t up = __shfl_up_sync(kFull, mykey_list, 1);
+                if (lane == pos) mykey_list = key;
+                else if (lane > pos) mykey_list = up;
+                if (lane >= NTe) mykey_list = 0;
+                nl = min(NTe, nl + 1);
+                thr = __shfl_sync(kFull, mykey_list, NTe - 1);
+                if (thr) tv = fmaxf(tv, key_value(thr));
+              }
+            }
+            continue;
+          }
+          if (valid) bc[__popc(vb & ((1u << lane) - 1u))] = ck;
+          bo[lane] = mykey_list;
+          __syncwarp();
+          int gc = 0, gl = 0, lc = 0;  // batch keys > ck, batch keys > my list key, list > ck
+          for (int t = 0; t < nc; ++t) {
+            const uint64_t c = bc[t];
+            gc += c > ck;
+            gl += c > mykey_list;
+          }
+          for (int t = 0; t < nl; ++t) lc += bo[t] > ck;
+          if (valid && lc + gc < NTe) bnw[lc + gc] = ck;
+          if (lane < nl && lane + gl < NTe) bnw[lane + gl] = mykey_list;
+          __syncwarp();
+          nl = min(NTe, nl + nc);
+          mykey_list = lane < nl ? bnw[lane] : 0ull;
+          thr = nl == NTe ? bnw[NTe - 1] : 0ull;
+          if (thr) tv = fmaxf(tv, key_value(thr));
+          __syncwarp();
+        }
+        return;
+      }
       unsigned cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
       if (!cl) return;
       if (thr == 0 && NTe <= 32 && __popc(cl) >= NTe) {
@@ -616,7 +814,23 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
       if (tf > t1) tf = t1;
       if (tf < t0) tf = t0;
       Tile<T> cur;
-      if constexpr (sizeof(T) == 2) {
+      if constexpr (V2 && sizeof(T) == 2) {
+        // v2, 16-bit: a rolling pipeline of two tiles, tile t + 2's load issued as soon as tile
+        // t is processed (v1 loads a pair and processes both before the next pair's loads), so
+        // a load waits for one tile's processing less; one copy of process() in the loop (v1:
+        // three), the same order of tiles. (f32: two tiles in registers spill under the
+        // 128-register cap, so one tile at a time as v1.)
+        Tile<T> nxt{};
+        int64_t t = t0;
+        if (t < tf) cur.load(row + t * kTile, lane);
+        if (t + 1 < tf) nxt.load(row + (t + 1) * kTile, lane);
+#pragma unroll 1
+        for (; t < tf; ++t) {
+          process(cur, t * kTile);
+          cur = nxt;
+          if (t + 2 < tf) nxt.load(row + (t + 2) * kTile, lane);
+        }
+      } else if constexpr (sizeof(T) == 2) {
         // two tiles' loads (4 KB per warp, as many bytes as one f32 tile) before processing
         Tile<T> nxt;
         int64_t t = t0;
@@ -679,30 +893,61 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
       if (old != Pn - 1) continue;
       __threadfence();
       if (lane == 0) P.counters[q] = 0;
-      // (M, S): all partial headers in parallel, lane p2 holding partial p2.
-      float Mall = M;
-      for (int b0 = 0; b0 < Pn; b0 += 32) {
-        const int p2 = b0 + lane;
-        if (p2 < Pn && p2 != p) {
-          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
-          Mall = fmaxf(Mall, __ldcg(reinterpret_cast<const float*>(op + 8)));
+      const bool kway = NTe <= 32 && Pn <= 32 && Pn * NTe <= kStageKeys;
+      if (V2 && kway) {
+        // v2: every load first (the headers and the lists, one round trip), then the same
+        // (M, S) arithmetic as below, lane p2 holding partial p2.
+        uint64_t* st64 = reinterpret_cast<uint64_t*>(wm.stage);
+        const bool other = lane < Pn && lane != p;
+        float M2 = -kInf;
+        double S2 = 0.0;
+        if (other) {
+          const unsigned char* op = P.partials + ((int64_t)q * Pn + lane) * P.partial_bytes;
+          M2 = __ldcg(reinterpret_cast<const float*>(op + 8));
+          S2 = __ldcg(reinterpret_cast<const double*>(op));
         }
-      }
-      Mall = warp_max(Mall);
-      double Sacc = 0.0;
-      for (int b0 = 0; b0 < Pn; b0 += 32) {
-        const int p2 = b0 + lane;
-        if (p2 < Pn && p2 != p) {
-          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
-          const float M2 = __ldcg(reinterpret_cast<const float*>(op + 8));
-          const double S2 = __ldcg(reinterpret_cast<const double*>(op));
-          if (M2 > -kInf) Sacc += S2 * exp((double)M2 - (double)Mall);
+        for (int t = lane; t < Pn * NTe; t += 32) {
+          const int p2 = t / NTe, jx = t - p2 * NTe;
+          uint64_t kk;
+          if (p2 == p) kk = wm.lst[jx];
+          else
+            kk = __ldcg(reinterpret_cast<const uint64_t*>(
+                            P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes + 16) + jx);
+          st64[t] = kk;
         }
+        const float Mall = warp_max(other ? fmaxf(M, M2) : M);
+        double Sacc = 0.0;
+        if (other && M2 > -kInf) Sacc += S2 * exp((double)M2 - (double)Mall);
+        Sacc = warp_sum(Sacc);
+        if (M > -kInf) Sacc += S * exp((double)M - (double)Mall);
+        S = Sacc;
+        M = Mall;
+      } else {
+        // (M, S): all partial headers in parallel, lane p2 holding partial p2.
+        float Mall = M;
+        for (int b0 = 0; b0 < Pn; b0 += 32) {
+          const int p2 = b0 + lane;
+          if (p2 < Pn && p2 != p) {
+            const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+            Mall = fmaxf(Mall, __ldcg(reinterpret_cast<const float*>(op + 8)));
+          }
+        }
+        Mall = warp_max(Mall);
+        double Sacc = 0.0;
+        for (int b0 = 0; b0 < Pn; b0 += 32) {
+          const int p2 = b0 + lane;
+          if (p2 < Pn && p2 != p) {
+            const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+            const float M2 = __ldcg(reinterpret_cast<const float*>(op + 8));
+            const double S2 = __ldcg(reinterpret_cast<const double*>(op));
+            if (M2 > -kInf) Sacc += S2 * exp((double)M2 - (double)Mall);
+          }
+        }
+        Sacc = warp_sum(Sacc);
+        if (M > -kInf) Sacc += S * exp((double)M - (double)Mall);
+        S = Sacc;
+        M = Mall;
       }
-      Sacc = warp_sum(Sacc);
-      if (M > -kInf) Sacc += S * exp((double)M - (double)Mall);
-      S = Sacc;
-      M = Mall;
       if (COUNT) {
         for (int e = lane; e <= n_ids; e += 32) {
           int acc = wm.ecnt[e];
@@ -715,7 +960,49 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
           wm.ecnt[e] = acc;
         }
       }
-      if (NTe <= 32 && Pn <= 32 && Pn * NTe <= kStageKeys) {
+      if (V2 && kway) {
+        // v2: the merged list by rank. tau = the NTe-th largest key of a sample S (the first dS
+        // keys of every list, one per lane), or where S holds fewer than NTe keys, the largest
+        // last key of the lists: either way NTe keys are >= tau, so the top NTe are among the
+        // keys >= tau (the candidates), and a candidate's rank among them is its rank in the
+        // union (keys are distinct).
+        uint64_t* st64 = reinterpret_cast<uint64_t*>(wm.stage);
+        __syncwarp();
+        const int dS = min(NTe, max(1, 32 / Pn)), nS = Pn * dS;
+        const uint64_t xs = lane < nS ? st64[(lane / dS) * NTe + lane % dS] : 0ull;
+        wm.bat[lane] = xs;
+        __syncwarp();
+        int rs = 0;
+        for (int t = 0; t < nS; ++t) rs += wm.bat[t] > xs;
+        uint64_t tau;
+        if (__popc(__ballot_sync(kFull, xs != 0ull)) >= NTe) {
+          const unsigned hb = __ballot_sync(kFull, xs != 0ull && rs == NTe - 1);
+          tau = __shfl_sync(kFull, xs, __ffs(hb) - 1);
+        } else {
+          tau = warp_max_u64(lane < Pn ? st64[lane * NTe + NTe - 1] : 0ull);
+        }
+        int nc = 0;
+        // compaction in place (a lane writes at or below the index it read, after the ballot)
+        for (int t0 = 0; t0 < Pn * NTe; t0 += 32) {
+          const int t = t0 + lane;
+          const uint64_t x = t < Pn * NTe ? st64[t] : 0ull;
+          const bool c = x != 0ull && x >= tau;
+          const unsigned b = __ballot_sync(kFull, c);
+          __syncwarp();  // (every lane's read of this round before any write: racecheck)
+          if (c) st64[nc + __popc(b & ((1u << lane) - 1u))] = x;
+          nc += __popc(b);
+        }
+        __syncwarp();
+        for (int a0 = 0; a0 < nc; a0 += 32) {
+          const int a = a0 + lane;
+          const uint64_t x = a < nc ? st64[a] : 0ull;
+          int rk = 0;
+          for (int t = 0; t < nc; ++t) rk += st64[t] > x;
+          if (a < nc && rk < NTe) wm.lst[rk] = x;
+        }
+        for (int e2 = nc + lane; e2 < NTe; e2 += 32) wm.lst[e2] = 0;
+        __syncwarp();
+      } else if (NTe <= 32 && Pn <= 32 && Pn * NTe <= kStageKeys) {
         // k-way merge: every list staged in shared memory, lane p2 holds the head of list p2,
         // NTe rounds of a warp-wide max (keys are distinct: they carry the token id).
         uint64_t* st64 = reinterpret_cast<uint64_t*>(wm.stage);

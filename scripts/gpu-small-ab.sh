@@ -34,20 +34,7 @@ if [ "${TESTS:-1}" = 1 ]; then
   timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$B/test_gpu_sample" -tc='*sanitizer*' > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
 fi
-IFS=';' read -ra shapes <<<"${CMP_SHAPES:-f32 1025 4096 plain 1;bf16 1025 4096 plain 0.5;f32 1025 4096 plain 0;f32 2048 4096 plain 1;bf16 2048 1000 plain 0.7;f32 1000 512 plain 1;bf16 1100 300 plain 1;f32 1152 64 plain 2;f32 1024 777 plain 1;bf16 1025 8 plain 1}"
-for s in "${shapes[@]}"; do
-  read -r dt V R sc T <<<"$s"
-  rm -f "$OUT"/dump*.bin  # (a failed run must not leave the previous shape's dump to compare)
-  ok=1
-  for k in 0 1; do
-    env "$KNOB=$k" DDS_PROFILE_DUMP="$OUT/dump$k.bin" "$B/dds_profile_sample" $dt $V $R $sc 3 $T > /dev/null || ok=0
-    [ -s "$OUT/dump$k.bin" ] || ok=0
-  done
-  if [ $ok = 0 ]; then echo "RUN FAILED: $s"
-  elif cmp -s "$OUT/dump0.bin" "$OUT/dump1.bin"; then echo "identical outputs: $s"
-  else echo "OUTPUTS DIFFER: $s"; fi
-done
-rm -f "$OUT"/dump*.bin
+OUT=$OUT KNOB=$KNOB SHAPES="${CMP_SHAPES:-f32 1025 4096 plain 1;bf16 1025 4096 plain 0.5;f32 1025 4096 plain 0;f32 2048 4096 plain 1;bf16 2048 1000 plain 0.7;f32 1000 512 plain 1;bf16 1100 300 plain 1;f32 1152 64 plain 2;f32 1024 777 plain 1;bf16 1025 8 plain 1}" bash scripts/cmp-knob.sh
 KNOB=$KNOB VALUES="0 1" CALLS=${CALLS:-30} SHAPES="${AB_SHAPES:-f32 1025 4096 plain;bf16 1025 4096 plain;f32 1025 4096 plain 0.5;bf16 1025 4096 plain 0;f32 1025 256 plain;bf16 1025 256 plain;f32 1025 8 plain;f32 2048 4096 plain;bf16 2048 4096 plain;f32 1024 4096 plain;bf16 1100 4096 plain}" \
   bash scripts/ab-sample.sh | tee "$OUT/ab.log"
 if [ "${NCU:-0}" = 1 ]; then

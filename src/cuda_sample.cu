@@ -161,9 +161,18 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   static const int small_filter_env = env_knob("DDS_SAMPLE_SMALL_FILTER", 1);
   P.small_filter = small_filter_env != 0 && P.nblocks <= 2 && ksample::kUseCandidates &&
                    direct_env <= 0 ? 1 : 0;
-  P.bpw = ksample::plain_bpw(P.num_rows, P.nblocks);
+  // DDS_SAMPLE_BPW=N: N blocks per warp in the unfiltered pass (A/B runs; no output depends on it).
+  static const int bpw_env = env_knob("DDS_SAMPLE_BPW", 0);
+  P.bpw = bpw_env > 0 ? bpw_env : ksample::plain_bpw(P.num_rows, P.nblocks);
   P.fbpw = ksample::filtered_bpw(a.dtype, P.num_rows, P.nblocks, fbpw_env);
   const int wpr = (P.nblocks + P.bpw - 1) / P.bpw;
+  // DDS_SAMPLE_PDL=1: programmatic dependent launch between the kernels of a call (compute
+  // capability >= 9; launch_sample_dt). Off by default: on the H200 (ninth session) it took 1-2
+  // us off two-kernel calls launched on a stream (dds_profile_sample: 8 x 262144 f32 plain 22.0
+  // -> 20.3 us) but added 1.5-4 us to them in CUDA-graph replays (dds_bench, two runs each: 8 x
+  // 262144 f32 plain 23.3 / 23.6 -> 25.5 / 24.9 us, 8 x 1025 f32 mix 36.9 / 36.3 -> 41.0 / 40.4).
+  static const int pdl_env = env_knob("DDS_SAMPLE_PDL", 0);
+  P.pdl = pdl_env != 0 && ctx.cc_major >= 9 ? 1 : 0;
   const bool fuse = fuse_env >= 0 ? fuse_env != 0 : ksample::plain_fuse_default(a.num_rows, P.nblocks);
   P.fuse_finish = run_plain && fuse && !P.small_plain ? 1 : 0;
   P.block_approx = approx_env != 0 ? 1 : 0;

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda_internal.h"
 #include "stash.cuh"
@@ -31,20 +32,28 @@ Layout stash_layout(const dds_sampler_config& cfg, int64_t A) {
   return L;
 }
 
-template <typename T, bool COUNT, int MINB>
-dds_status launch(const CudaContext& ctx, stash::Params P, int nwarps, size_t smem,
+// smem1: v1's shared memory for this call. The grid is v1's (v1's kernel and shared memory in the
+// occupancy query) also when v2 runs: the chunk choice depends on the grid, so both split the rows
+// alike and write the same bits (v2's extra ~6 KB per CTA could only lower its own occupancy
+// where a CTA needs ~100 KB, many thousand requests or a large num_top: then some of its CTAs
+// wait for a slot, the kernel does not depend on them being resident).
+template <typename T, bool COUNT, int MINB, bool V2>
+dds_status launch(const CudaContext& ctx, stash::Params P, int nwarps, size_t smem, size_t smem1,
                   cudaStream_t stream) {
-  auto kern = stash::stash_kernel<T, COUNT, MINB>;
-  if (smem > 48 * 1024) {
+  auto kern = stash::stash_kernel<T, COUNT, MINB, V2>;
+  auto kern1 = stash::stash_kernel<T, COUNT, MINB, false>;
+  if (smem > 48 * 1024 || smem1 > 48 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem);
+    if (e == cudaSuccess && V2)
+      e = cudaFuncSetAttribute(kern1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem1);
     if (e != cudaSuccess)
       return fail(DDS_ERR_CUDA, "dds_stash_logprobs: cudaFuncSetAttribute failed: %s",
                   cudaGetErrorString(e));
   }
   int occ = 0;
   cudaError_t e =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, nwarps * 32, smem);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern1, nwarps * 32, smem1);
   if (e != cudaSuccess || occ < 1) {
     cudaGetLastError();
     occ = 1;
@@ -65,10 +74,29 @@ dds_status launch(const CudaContext& ctx, stash::Params P, int nwarps, size_t sm
 constexpr int kMinBlocks = 2;
 
 template <typename T>
-dds_status launch_dtype(const CudaContext& ctx, const stash::Params& P, bool count, int nwarps,
-                        size_t smem, cudaStream_t stream) {
-  return count ? launch<T, true, kMinBlocks>(ctx, P, nwarps, smem, stream)
-               : launch<T, false, kMinBlocks>(ctx, P, nwarps, smem, stream);
+dds_status launch_dtype(const CudaContext& ctx, const stash::Params& P, bool count, bool v2,
+                        int nwarps, size_t smem, size_t smem1, cudaStream_t stream) {
+  if (v2)
+    return count ? launch<T, true, kMinBlocks, true>(ctx, P, nwarps, smem, smem1, stream)
+                 : launch<T, false, kMinBlocks, true>(ctx, P, nwarps, smem, smem1, stream);
+  return count ? launch<T, true, kMinBlocks, false>(ctx, P, nwarps, smem, smem1, stream)
+               : launch<T, false, kMinBlocks, false>(ctx, P, nwarps, smem, smem1, stream);
+}
+
+// DDS_STASH_V2=1 selects the v2 kernel (kernels/stash.cuh, stash_kernel<..., V2 = true>: the
+// request fields loaded with the keep flags and scanned in registers, top-n candidates merged into
+// the list in batches by counting, the partial lists merged by rank after one round of loads);
+// the same outputs as v1 for the same grid (byte-compared on the H200, ninth session, 14 shapes),
+// faster on small problems (256 x 32000 bf16 1/16 kept n = 20 34.2 -> 23.9 us, 256 x 262144 f32
+// n = 20 53.9 -> 41.3). Not the default: compute-sanitizer racecheck reports warp-level shared
+// memory hazards (warnings) in its merge, and one test case failed under racecheck (ninth
+// session, docs/device-runs.md). Unset, empty or 0: v1. Read once, at the first call.
+bool stash_v2_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("DDS_STASH_V2");
+    return e != nullptr && *e != '\0' && std::atoi(e) != 0;
+  }();
+  return on;
 }
 
 }  // namespace
@@ -126,11 +154,22 @@ dds_status cuda_stash(const CudaContext& ctx, const dds_stash_args& a, cudaStrea
                 a.num_requests, a.num_top, optin);
   int nwarps = (int)std::min<size_t>(stash::kMaxWarps,
                                      (optin - P.cum_bytes - static_smem) / P.warp_bytes);
+  // v2 needs a little more shared memory per warp; it runs only where it keeps v1's warps per
+  // CTA (the chunk choice depends on the number of warps: the same grid, the same outputs).
+  const size_t smem1 = (size_t)P.cum_bytes + (size_t)nwarps * P.warp_bytes;
+  bool v2 = stash_v2_enabled();
+  if (v2) {
+    const int64_t wb2 = stash::warp_smem_bytes_v2(a.num_top, count);
+    const int64_t room = (int64_t)optin - P.cum_bytes - (int64_t)static_smem;
+    if (room / wb2 >= nwarps) P.warp_bytes = (int32_t)wb2;
+    else v2 = false;
+  }
   const size_t smem = (size_t)P.cum_bytes + (size_t)nwarps * P.warp_bytes;
   switch (a.dtype) {
-    case DDS_DTYPE_F32: return launch_dtype<float>(ctx, P, count, nwarps, smem, stream);
-    case DDS_DTYPE_BF16: return launch_dtype<__nv_bfloat16>(ctx, P, count, nwarps, smem, stream);
-    default: return launch_dtype<__half>(ctx, P, count, nwarps, smem, stream);
+    case DDS_DTYPE_F32: return launch_dtype<float>(ctx, P, count, v2, nwarps, smem, smem1, stream);
+    case DDS_DTYPE_BF16:
+      return launch_dtype<__nv_bfloat16>(ctx, P, count, v2, nwarps, smem, smem1, stream);
+    default: return launch_dtype<__half>(ctx, P, count, v2, nwarps, smem, smem1, stream);
   }
 }
 

@@ -465,6 +465,15 @@ TEST_CASE("sanitizer: small mixed batches (both filter paths, every kernel)") {
   parity(1025, 40, DDS_DTYPE_BF16, 301, 0, true, DDS_STATS_PROCESSED, true, DDS_DTYPE_F32);
   parity(5000, 40, DDS_DTYPE_F32, 302, 3, false, DDS_STATS_PROCESSED, true, DDS_DTYPE_BF16);
   parity(5000, 27, DDS_DTYPE_F16, 303, 0, true, DDS_STATS_GUIDED, true, DDS_DTYPE_F16);
+  // 1024 rows of 17 blocks: two warps per row in the pass, the warp-per-row finish kernel
+  // (DDS_SAMPLE_FUSE=1: the row's last warp finishes it through the per-row counters).
+  parity(17000, 1024, DDS_DTYPE_BF16, 304, 0, false, DDS_STATS_PROCESSED, false, 0);
+}
+
+TEST_CASE("parity: 1024+ rows of many blocks (several pass warps per row, warp-per-row finish)") {
+  parity(32001, 1536, DDS_DTYPE_BF16, 210, 0, true, DDS_STATS_PROCESSED, false, 0);
+  parity(40000, 1024, DDS_DTYPE_F32, 211, 5, false, DDS_STATS_GUIDED, true, DDS_DTYPE_BF16);
+  parity(151936, 1100, DDS_DTYPE_BF16, 212, 0, true, DDS_STATS_PROCESSED, false, 0);
 }
 
 TEST_CASE("parity: 4096 rows x 1025") {
