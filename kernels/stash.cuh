@@ -337,29 +337,27 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
   // v2: a request's keep flag and fields loaded together (one round trip instead of two; the
   // fields of a request not kept are read, not used); returns its kept-row count, writes its
   // status (CTA 0).
-  // A kept request's row count and status from its loaded fields (both kernels).
-  auto kept_count = [&](int slot, int rb, int re, int nvr, float Tm, int& status) -> int {
-    if (slot < 0 || slot >= P.num_slots) {
-      status = kReqBadSlot;
-      return 0;
-    }
-    rb = max(rb, 0);
-    re = min(re, P.num_rows);
-    const int nrows = max(re - rb, 0);
-    int nv = P.num_valid ? nvr : nrows;
-    nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
-    if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
-    return nv;
-  };
-  auto req_count = [&](int r) -> int {  // (v2: every field loaded with the keep flag)
+  auto req_count = [&](int r) -> int {
     const bool kp = P.keep == nullptr || P.keep[r] != 0;
     const int slot = P.slots ? P.slots[r] : r;
-    const int rb = P.row_offsets ? P.row_offsets[r] : r;
-    const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+    int rb = P.row_offsets ? P.row_offsets[r] : r;
+    int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
     const int nvr = P.num_valid ? P.num_valid[r] : 0;
     const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-    int status = 0;
-    const int cnt = kp ? kept_count(slot, rb, re, nvr, Tm, status) : 0;
+    int cnt = 0, status = 0;
+    if (kp) {
+      if (slot < 0 || slot >= P.num_slots) {
+        status = kReqBadSlot;
+      } else {
+        rb = max(rb, 0);
+        re = min(re, P.num_rows);
+        const int nrows = max(re - rb, 0);
+        int nv = P.num_valid ? nvr : nrows;
+        nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
+        cnt = nv;
+        if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+      }
+    }
     if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
     return cnt;
   };
@@ -398,11 +396,21 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
         int cnt = 0, status = 0;
         if (cum[r]) {
           const int slot = P.slots ? P.slots[r] : r;
-          const int rb = P.row_offsets ? P.row_offsets[r] : r;
-          const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+          int rb = P.row_offsets ? P.row_offsets[r] : r;
+          int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
           const int nvr = P.num_valid ? P.num_valid[r] : 0;
           const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-          cnt = kept_count(slot, rb, re, nvr, Tm, status);
+          if (slot < 0 || slot >= P.num_slots) {
+            status = kReqBadSlot;
+          } else {
+            rb = max(rb, 0);
+            re = min(re, P.num_rows);
+            const int nrows = max(re - rb, 0);
+            int nv = P.num_valid ? nvr : nrows;
+            nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
+            cnt = nv;
+            if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+          }
         }
         if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
         cum[r] = cnt;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repo root: the v2 stash kernel (DDS_STASH_V2=1) against v1:
-# test_gpu_stash under both, memcheck under v2, the outputs of both compared byte for byte
+# test_gpu_stash under both, memcheck and racecheck (by test case) under v2, the outputs of both compared byte for byte
 # (dds_profile_stash's DDS_PROFILE_DUMP) and A/B median call times on the bench's shapes.
 # Carry .gpu-artifacts/build (scripts/prep-gpu-final.sh). Logs under $OUT, a digest on stdout.
 # A shape is "dtype V rows keep_every n" (dds_profile_stash's arguments).
@@ -12,8 +12,12 @@ for v in 0 1; do
 done
 DDS_STASH_V2=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$B/test_gpu_stash" > "$OUT/stash_memcheck_v2.log" 2>&1
 echo "memcheck (v2) rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/stash_memcheck_v2.log")"
-DDS_STASH_V2=1 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$B/test_gpu_stash" > "$OUT/stash_racecheck_v2.log" 2>&1
-echo "racecheck (v2) rc=$? $(grep -E 'RACECHECK SUMMARY' "$OUT/stash_racecheck_v2.log")"
+# racecheck one test case at a time (the whole binary ran past 150 s; "large n" alone past 100 s)
+for tc in "*parity*" "*mostly*" "*large n*" "*many kept*" "*graph*"; do
+  DDS_STASH_V2=1 timeout ${RC_TIMEOUT:-120} compute-sanitizer --tool racecheck --error-exitcode 3 "$B/test_gpu_stash" -tc="$tc" > "$OUT/stash_racecheck_v2.log" 2>&1
+  echo "racecheck (v2) $tc rc=$? $(grep -E 'RACECHECK SUMMARY|test cases' "$OUT/stash_racecheck_v2.log" | tr '\n' ' ')"
+  grep -E "Race reported" "$OUT/stash_racecheck_v2.log" | sort | uniq -c | head -5
+done
 IFS=';' read -ra shapes <<<"${SHAPES:-bf16 32000 256 16 5;bf16 32000 256 16 20;bf16 32000 256 1 5;bf16 262144 256 16 5;bf16 262144 256 16 20;f32 32000 256 16 5;f32 262144 256 16 20;bf16 32000 4096 16 5;bf16 32000 4096 1 20;f32 32000 4096 16 20;bf16 262144 4096 16 20;f32 262144 4096 1 5;f32 1025 64 1 20;bf16 7 100 3 5}"
 for s in "${shapes[@]}"; do
   read -r dt V R K N <<<"$s"

@@ -88,9 +88,10 @@ dds_status launch_dtype(const CudaContext& ctx, const stash::Params& P, bool cou
 // the list in batches by counting, the partial lists merged by rank after one round of loads);
 // the same outputs as v1 for the same grid (byte-compared on the H200, ninth session, 14 shapes),
 // faster on small problems (256 x 32000 bf16 1/16 kept n = 20 34.2 -> 23.9 us, 256 x 262144 f32
-// n = 20 53.9 -> 41.3). Not the default: compute-sanitizer racecheck reports warp-level shared
-// memory hazards (warnings) in its merge, and one test case failed under racecheck (ninth
-// session, docs/device-runs.md). Unset, empty or 0: v1. Read once, at the first call.
+// n = 20 53.9 -> 41.3). Not the default: compute-sanitizer racecheck reported warp-level shared
+// memory hazards (warnings) under v2 in 4 of the 5 stash test cases (one located, in the merge,
+// since mended) and one test case failed under racecheck; v2 is slower on large 16-bit problems
+// (ninth session, docs/device-runs.md). Unset, empty or 0: v1. Read once, at the first call.
 bool stash_v2_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("DDS_STASH_V2");
