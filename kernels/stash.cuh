@@ -37,7 +37,10 @@
 //     keys >= tau (the n-th largest of a sample of the lists' heads), instead of n rounds of a
 //     warp-wide 64-bit maximum;
 //   - 16-bit tiles in a rolling two-tile pipeline (a tile's load issued as the tile two before
-//     it is done).
+//     it is done). V2 = 2 (DDS_STASH_V2=2) is v2 without this pipeline (v1's pair loads): v2
+//     was slower than v1 on large 16-bit rows (4096 x 262144 bf16 all kept n = 5: 658 vs 560 us,
+//     ninth session) but not on f32, which has no pipeline, so mode 2 is the candidate default
+//     that keeps v2's shorter latency on small problems (not yet timed on a device).
 #ifndef DDS_KERNELS_STASH_CUH_
 #define DDS_KERNELS_STASH_CUH_
 
@@ -323,7 +326,9 @@ struct WarpMem {
 };
 
 // MINB: CTAs of 256 threads per SM the registers are capped for (2: <= 128 registers, 3: <= 80).
-template <typename T, bool COUNT, int MINB, bool V2 = false>
+// V2: 0 = v1; 1 = v2; 2 = v2 with v1's 16-bit tile loads (a pair of tiles loaded, both
+// processed, instead of v2's rolling pipeline): the same outputs in all three (see the top).
+template <typename T, bool COUNT, int MINB, int V2 = 0>
 __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int32_t scan_tmp[kMaxWarps + 1];
@@ -822,7 +827,7 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
       if (tf > t1) tf = t1;
       if (tf < t0) tf = t0;
       Tile<T> cur;
-      if constexpr (V2 && sizeof(T) == 2) {
+      if constexpr (V2 == 1 && sizeof(T) == 2) {
         // v2, 16-bit: a rolling pipeline of two tiles, tile t + 2's load issued as soon as tile
         // t is processed (v1 loads a pair and processes both before the next pair's loads), so
         // a load waits for one tile's processing less; one copy of process() in the loop (v1:

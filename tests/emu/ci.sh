@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The host emulations of the CUDA kernels that scripts/test.sh (CI) runs: dds_sample (quick set),
 # dds_stash_logprobs, verify + reveal, vocabulary-parallel shard kernels, each against the CPU
-# backend of the library
-# in <build dir>. About 3 minutes on 2 cores; exit status nonzero if any output differs.
+# backend of the library in <build dir>, then the race check's quick set (racecheck.sh: the stash
+# and sample kernels under ThreadSanitizer). About 6 minutes on 2 cores; exit status nonzero if
+# any output differs or a shared-memory race is reported.
 # Usage: tests/emu/ci.sh <build dir with libdds.so>
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); build=${1:?build dir}
@@ -15,5 +16,7 @@ echo "--- verify and reveal kernels (run.sh)"
 bash "$here/run.sh" "$build" | tail -3 || rc=1
 echo "--- shard kernels (run_shard.sh)"
 bash "$here/run_shard.sh" "$build" | tail -3 || rc=1
+echo "--- race check: stash and sample kernels under ThreadSanitizer (racecheck.sh --quick)"
+bash "$here/racecheck.sh" "$build" --quick || rc=1
 echo "emulation: $([ $rc -eq 0 ] && echo 'all equal to the CPU backend' || echo FAILED)"
 exit $rc

@@ -1,7 +1,6 @@
 // Minimal host emulation of the CUDA features used by the kernels (tests/emu/run*.sh).
 #pragma once
 #include <atomic>
-#include <barrier>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -39,34 +38,92 @@ inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
 }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 // Block-level sync and warp exchange.
+// The emulation's barrier (__syncthreads, __syncwarp, the warp exchanges, between blocks):
+// atomics only, so that with its synchronisation hidden (emu_value_barrier, under
+// ThreadSanitizer) it leaves no plain data for ThreadSanitizer to report (std::barrier's tree has
+// some; this one is also faster here). One word holds the participants (high half) and the
+// arrivals (low half), so that of an arrival and a drop racing, exactly the one that makes them
+// equal completes the phase; the completer clears the arrivals, then bumps the phase the others
+// wait on.
+struct EmuBarrier {
+  std::atomic<uint64_t> st;
+  std::atomic<unsigned> phase{0};
+  explicit EmuBarrier(int n) : st((uint64_t)n << 32) {}
+  static bool full(uint64_t v) { return (v >> 32) != 0 && (v >> 32) == (v & 0xffffffffu); }
+  void complete() {
+    st.fetch_and(~(uint64_t)0xffffffffu, std::memory_order_acq_rel);
+    phase.fetch_add(1, std::memory_order_release);
+    phase.notify_all();
+  }
+  void arrive_and_wait() {
+    const unsigned ph = phase.load(std::memory_order_acquire);
+    if (full(st.fetch_add(1, std::memory_order_acq_rel) + 1)) {
+      complete();
+      return;
+    }
+    for (unsigned p = ph; p == ph; p = phase.load(std::memory_order_acquire)) phase.wait(ph, std::memory_order_acquire);
+  }
+  void arrive_and_drop() {
+    if (full(st.fetch_sub((uint64_t)1 << 32, std::memory_order_acq_rel) - ((uint64_t)1 << 32))) complete();
+  }
+};
 struct EmuBlock {
-  std::barrier<>* bar;
-  std::barrier<>* wbar[64];
+  EmuBarrier* bar;
+  EmuBarrier* wbar[64];
   uint64_t slot[64][32];
 };
 extern EmuBlock* g_blk;
 inline void __syncthreads() { g_blk->bar->arrive_and_wait(); }
 template <typename T> inline uint64_t to_u(T v) { uint64_t u = 0; memcpy(&u, &v, sizeof(T)); return u; }
 template <typename T> inline T from_u(uint64_t u) { T v; memcpy(&v, &u, sizeof(T)); return v; }
-template <typename T> T warp_xchg(T v, int src) {
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-  g_blk->slot[w][l] = to_u(v);
-  g_blk->wbar[w]->arrive_and_wait();
-  T r = from_u<T>(g_blk->slot[w][src]);
-  g_blk->wbar[w]->arrive_and_wait();
+// Race checking (tests/emu/racecheck.sh builds the emulations with -fsanitize=thread). The
+// barriers of __syncthreads / __syncwarp order memory among the threads that take part, as on
+// the GPU, so ThreadSanitizer sees them as synchronisation. Shuffles, ballots and match_any
+// exchange values but order no memory (CUDA's memory model promises that only for
+// __syncwarp / __syncthreads, and racecheck reports shared-memory hazards between lanes that
+// only a shuffle separates): under ThreadSanitizer their per-warp barriers are hidden from it
+// (AnnotateIgnoreSync*) and their slots are relaxed atomics, so a shared-memory write and a
+// read by another lane with only a shuffle between them is reported as a race.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void AnnotateIgnoreSyncBegin(const char*, int);
+extern "C" void AnnotateIgnoreSyncEnd(const char*, int);
+inline void emu_value_barrier(EmuBarrier* b) {
+  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+  b->arrive_and_wait();
+  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+}
+#else
+inline void emu_value_barrier(EmuBarrier* b) { b->arrive_and_wait(); }
+#endif
+inline void emu_slot_put(uint64_t u) {
+  std::atomic_ref<uint64_t>(g_blk->slot[threadIdx.x / 32][threadIdx.x % 32])
+      .store(u, std::memory_order_relaxed);
+}
+inline uint64_t emu_slot_get(int lane) {
+  return std::atomic_ref<uint64_t>(g_blk->slot[threadIdx.x / 32][lane]).load(std::memory_order_relaxed);
+}
+// Every lane of the warp publishes a value, waits for all, then fn() reads the slots; a second
+// wait keeps the slots until every lane has read them.
+template <typename F> auto warp_exchange(uint64_t mine, F fn) {
+  EmuBarrier* b = g_blk->wbar[threadIdx.x / 32];
+  emu_slot_put(mine);
+  emu_value_barrier(b);
+  auto r = fn();
+  emu_value_barrier(b);
   return r;
+}
+template <typename T> T warp_xchg(T v, int src) {
+  return warp_exchange(to_u(v), [&] { return from_u<T>(emu_slot_get(src)); });
 }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int o) { return warp_xchg(v, (threadIdx.x % 32) ^ o); }
 template <typename T> T __shfl_up_sync(unsigned, T v, int o) {
   int l = threadIdx.x % 32; return warp_xchg(v, l >= o ? l - o : l); }
 inline unsigned __match_any_sync(unsigned, int v) {
-  const int w = threadIdx.x / 32;
-  g_blk->slot[w][threadIdx.x % 32] = (uint64_t)(uint32_t)v;
-  g_blk->wbar[w]->arrive_and_wait();
-  unsigned m = 0;
-  for (int l = 0; l < 32; ++l) if (g_blk->slot[w][l] == (uint64_t)(uint32_t)v) m |= 1u << l;
-  g_blk->wbar[w]->arrive_and_wait();
-  return m;
+  return warp_exchange((uint64_t)(uint32_t)v, [&] {
+    unsigned m = 0;
+    for (int l = 0; l < 32; ++l) if (emu_slot_get(l) == (uint64_t)(uint32_t)v) m |= 1u << l;
+    return m;
+  });
 }
 template <typename T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
 inline int atomicOr(int* p, int v) { return std::atomic_ref<int>(*p).fetch_or(v); }
@@ -82,35 +139,52 @@ inline float __logf(float x) { return logf(x); }
 inline float __ull2float_rn(unsigned long long x) { return (float)x; }
 inline unsigned long long __double2ull_rn(double x) { return (unsigned long long)std::nearbyint(x); }
 inline unsigned __ballot_sync(unsigned, bool p) {
-  const int w = threadIdx.x / 32;
-  g_blk->slot[w][threadIdx.x % 32] = p ? 1u : 0u;
-  g_blk->wbar[w]->arrive_and_wait();
-  unsigned m = 0;
-  for (int l = 0; l < 32; ++l)
-    if (g_blk->slot[w][l]) m |= 1u << l;
-  g_blk->wbar[w]->arrive_and_wait();
-  return m;
+  return warp_exchange(p ? 1u : 0u, [] {
+    unsigned m = 0;
+    for (int l = 0; l < 32; ++l)
+      if (emu_slot_get(l)) m |= 1u << l;
+    return m;
+  });
 }
-// Runs kernel f over grid x block threads (blocks sequentially).
+// Runs kernel f over grid x block threads, blocks one after another. The block's threads are
+// made once per launch and run every block in turn (making threads per block cost most of the
+// run time, ThreadSanitizer's above all): between two blocks they and the launching thread meet
+// at a barrier (which also orders one block's writes before the next block, as the joins did),
+// and each block gets fresh barriers (a thread that returns from f drops out of its block's).
 inline void emu_launch(unsigned grid, unsigned block, const std::function<void()>& f) {
   gridDim.x = grid; blockDim.x = block;
-  for (unsigned b = 0; b < grid; ++b) {
-    EmuBlock blk;
-    std::barrier<> bar(block);
-    std::vector<std::barrier<>*> wb;
-    for (unsigned w = 0; w < block / 32; ++w) blk.wbar[w] = new std::barrier<>(32);
-    blk.bar = &bar;
-    g_blk = &blk;
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < block; ++t)
-      ts.emplace_back([&, t] {
-        threadIdx.x = t; blockIdx.x = b;
+  if (grid == 0 || block == 0) return;
+  const unsigned nw = (block + 31) / 32;
+  EmuBlock blk;
+  g_blk = &blk;
+  EmuBarrier pool((int)block + 1);  // the block's threads + this one
+  auto setup = [&] {
+    blk.bar = new EmuBarrier((int)block);
+    for (unsigned w = 0; w < nw; ++w) blk.wbar[w] = new EmuBarrier(32);
+  };
+  auto teardown = [&] {
+    delete blk.bar;
+    for (unsigned w = 0; w < nw; ++w) delete blk.wbar[w];
+  };
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < block; ++t)
+    ts.emplace_back([&, t] {
+      threadIdx.x = t;
+      for (unsigned b = 0; b < grid; ++b) {
+        pool.arrive_and_wait();  // block b set up
+        blockIdx.x = b;
         f();
-        bar.arrive_and_drop();
+        blk.bar->arrive_and_drop();
         blk.wbar[t / 32]->arrive_and_drop();
-      });
-    for (auto& t : ts) t.join();
-    for (unsigned w = 0; w < block / 32; ++w) delete blk.wbar[w];
+        pool.arrive_and_wait();  // every thread done with block b
+      }
+    });
+  for (unsigned b = 0; b < grid; ++b) {
+    setup();
+    pool.arrive_and_wait();
+    pool.arrive_and_wait();
+    teardown();
   }
+  for (auto& t : ts) t.join();
 }
 #define EMU_LAUNCH(k, g, b, P) (emu_launch((unsigned)(g), (unsigned)(b), [&] { k(P); }), 0)

@@ -5,6 +5,6 @@ emu_build() {
   local name=$1 build=$2
   out=$(mktemp -d)
   python3 "$here/emu_gen.py" "$name" "$root/kernels/$name.cuh" "$out/${name}_emu.cuh"
-  g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" \
+  g++ -std=c++20 -O1 -pthread ${EMU_CXXFLAGS:-} -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" \
       "$here/emu_$name.cpp" -o "$out/emu_$name" -L"$build" -ldds -Wl,-rpath,"$build"
 }

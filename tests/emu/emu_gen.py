@@ -3,9 +3,12 @@ run_stash.sh): strips the CUDA includes, replaces the few device-only constructs
 drops the host launchers. Usage: python3 emu_gen.py sample|stash <kernel header> <output>."""
 import sys
 
+# Every replacement keeps the line count, and the output starts with a #line directive, so that
+# compiler messages and ThreadSanitizer reports (tests/emu/racecheck.sh) name the kernel header's
+# own lines.
 COMMON = [
-    ("#include <cuda_fp16.h>\n", ""),
-    ("#include <cuda_runtime.h>\n", ""),
+    ("#include <cuda_fp16.h>\n", "\n"),
+    ("#include <cuda_runtime.h>\n", "\n"),
     ('asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));', "y = exp2f(x);"),
 ]
 PROFILES = {
@@ -19,7 +22,7 @@ PROFILES = {
         ("constexpr bool kFilterCtaList = true;", "constexpr bool kFilterCtaList = false;"),
     ],
     "stash": COMMON + [
-        ("#include <cuda_bf16.h>\n", ""),
+        ("#include <cuda_bf16.h>\n", "\n"),
         ("extern __shared__ __align__(16) unsigned char smem[];",
          "unsigned char* smem = g_dynsmem;"),
         ("#if defined(__CUDACC__)\n", "#if 1\n"),  # the device part, compiled for the host
@@ -38,12 +41,15 @@ def main():
         i1 = s.index("// (end of the default dispatch rules)\n", i0)
         j0 = s.index("inline int cand_cap_for")
         j1 = s.index("}  // namespace ksample", j0)
-        s = s[:cut] + s[i0:i1] + s[j0:j1] + "}  // namespace ksample\n}  // namespace dds\n#endif\n"
+        line = lambda i: f'#line {s.count(chr(10), 0, i) + 1} "{src}"\n'
+        s = (s[:cut] + line(i0) + s[i0:i1] + line(j0) + s[j0:j1] +
+             "}  // namespace ksample\n}  // namespace dds\n#endif\n")
     for a, b in PROFILES[profile]:
         if a not in s:
             sys.exit(f"emu_gen.py: pattern not found in {src}: {a!r}")
+        assert a.count("\n") == b.count("\n"), a
         s = s.replace(a, b)
-    open(dst, "w").write(s)
+    open(dst, "w").write(f'#line 1 "{src}"\n' + s)
 
 
 if __name__ == "__main__":

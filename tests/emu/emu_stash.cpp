@@ -4,12 +4,14 @@
 // 1e-5 relative, slots of requests not kept untouched (poisoned outputs compared whole).
 // Usage: emu_stash V n dtype(0 f32, 1 bf16, 2 f16) variant(0 top-n, 1 own ids, 2 logits mode,
 //        3 committed tokens) [grid [requests (default 10; > 256: the kept-row scan's rounds)]]
-// DDS_STASH_V2=1 in the environment runs the v2 kernel (as it selects it in the library).
+// DDS_STASH_V2=1 (2) in the environment runs the v2 kernel (mode 2: v2 without its 16-bit tile
+// pipeline), read as the library reads it, and also v1 on the same grid: byte-equal outputs.
 #include "cuda_emu_stash.h"
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
 #include <cstdio>
+#include <type_traits>
 #include <random>
 #include <dds/dds.h>
 #include "dtype.h"
@@ -109,23 +111,25 @@ int main(int argc, char** argv) {
   P.partials = partials.data(); P.partial_bytes = partial_bytes(n); P.partial_cap = (int32_t)cap;
   P.counters = counters.data();
   P.cum_bytes = (int32_t)align16((int64_t)(R + 1) * 4);
-  // DDS_STASH_V2 (as the library reads it): 1 = the v2 kernel, unset / 0 = v1
+  // DDS_STASH_V2 (as the library reads it): unset / 0 = v1, 2 = mode 2, other numbers = v2
   const char* v2e = getenv("DDS_STASH_V2");
-  const bool v2 = v2e != nullptr && *v2e != '\0' && atoi(v2e) != 0;
+  const int v2e_i = v2e != nullptr && *v2e != '\0' ? atoi(v2e) : 0;
+  const int v2 = v2e_i == 0 ? 0 : v2e_i == 2 ? 2 : 1;
   P.warp_bytes = (int32_t)(v2 ? warp_smem_bytes_v2(n, count) : warp_smem_bytes(n, count));
   const int nwarps = kMaxWarps;
   if ((size_t)P.cum_bytes + (size_t)nwarps * P.warp_bytes > sizeof g_dynsmem_buf) { printf("smem\n"); return 1; }
-  auto run = [&](auto tag, bool v2k) {
+  auto run_mode = [&](auto tag, auto mode) {
     using T = decltype(tag);
-    if (v2k) {
-      if (count) emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, true, 2, true>(P); });
-      else emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, false, 2, true>(P); });
-    } else {
-      if (count) emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, true, 2>(P); });
-      else emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, false, 2>(P); });
-    }
+    constexpr int M = decltype(mode)::value;
+    if (count) emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, true, 2, M>(P); });
+    else emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, false, 2, M>(P); });
   };
-  auto run_dtype = [&](bool v2k) {
+  auto run = [&](auto tag, int v2k) {
+    if (v2k == 1) run_mode(tag, std::integral_constant<int, 1>{});
+    else if (v2k == 2) run_mode(tag, std::integral_constant<int, 2>{});
+    else run_mode(tag, std::integral_constant<int, 0>{});
+  };
+  auto run_dtype = [&](int v2k) {
     if (dtype == 0) run(float{}, v2k); else if (dtype == 1) run(__nv_bfloat16{}, v2k); else run(__half{}, v2k);
   };
   run_dtype(v2);
@@ -140,13 +144,13 @@ int main(int argc, char** argv) {
     P.out_tok = t1.data(); P.out_val = v1.data(); P.out_rank = r1.data(); P.req_status = s1.data();
     P.warp_bytes = (int32_t)warp_smem_bytes(n, count);
     std::fill(partials.begin(), partials.end(), (unsigned char)0x5a);
-    run_dtype(false);
+    run_dtype(0);
     P = P2;
     v1diff += memcmp(t1.data(), gt.data(), outn * 4) != 0;
     v1diff += memcmp(v1.data(), gv.data(), outn * 4) != 0;
     v1diff += memcmp(r1.data(), gr.data(), outn * 4) != 0;
     v1diff += memcmp(s1.data(), gs.data(), (size_t)R * 4) != 0;
-    if (v1diff) printf("v2 and v1 outputs differ (%d of 4 arrays)\n", v1diff);
+    if (v1diff) printf("v2 (mode %d) and v1 outputs differ (%d of 4 arrays)\n", v2, v1diff);
     bad += v1diff;
   }
   for (size_t k = 0; k < outn; ++k) {
@@ -160,7 +164,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < R; ++r) if (gs[r] != cs[r]) { printf("status %d: %d/%d\n", r, gs[r], cs[r]); ++bad; }
   for (int i = 0; i < c.max_rows; ++i) if (counters[i]) { printf("counter %d not reset\n", i); ++bad; break; }
   printf("%sV=%d n=%d dtype=%d variant=%d rows=%d: %d bad elements\n",
-         v2 ? (v1diff ? "v2 (NOT byte-equal to v1) " : "v2 (byte-equal to v1) ") : "", V, n, dtype,
+         v2 == 0 ? "" : v1diff ? (v2 == 2 ? "v2 mode 2 (NOT byte-equal to v1) " : "v2 (NOT byte-equal to v1) ")
+                             : (v2 == 2 ? "v2 mode 2 (byte-equal to v1) " : "v2 (byte-equal to v1) "), V, n, dtype,
          variant, rows, bad);
   dds_destroy(s);
   return bad != 0;

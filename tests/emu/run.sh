@@ -20,7 +20,7 @@ for f in verify reveal; do
 done
 tests=(emu_verify emu_reveal); [ $# -gt 1 ] && tests=(emu_verify)
 for t in "${tests[@]}"; do
-  g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" "$here/$t.cpp" \
+  g++ -std=c++20 -O1 -pthread ${EMU_CXXFLAGS:-} -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" "$here/$t.cpp" \
       -o "$out/$t" -L"$build" -ldds -Wl,-rpath,"$build"
   "$out/$t" "${@:2}"
 done

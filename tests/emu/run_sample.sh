@@ -7,6 +7,7 @@
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below (~5 min)
 #        tests/emu/run_sample.sh <build dir> --quick                    10 cases (~40 s; CI)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
+#        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: comma list of fuse=0|1, top2=0|1,
 #   approx=0|1, direct=0|1, fbpw=N (blocks per warp of the filtered pass, 16-bit dtypes), srow=0
 #   (filter_kernel re-reads the row from global memory, as for V > 40960), small=0|1
@@ -25,7 +26,14 @@ if [ $# -gt 1 ] && [ "$2" != --quick ]; then
   exit $?
 fi
 rc=0
-if [ "${2:-}" = --quick ]; then
+if [ -n "${EMU_CASES:-}" ]; then
+  # EMU_CASES="V rows dtype stats tscale mode;...": those cases instead of the sweep, one build
+  # (tests/emu/racecheck.sh).
+  IFS=';' read -ra cases <<<"$EMU_CASES"
+  for c in "${cases[@]}"; do
+    "$out/emu_sample" $c 2>/dev/null | tail -1 || rc=1
+  done
+elif [ "${2:-}" = --quick ]; then
   # One case per dispatch choice, both dtypes and statistics modes.
   for cm in "1025 40 0 1 default" "1025 40 1 1 cta=0" "1025 40 1 0 exactall=1" "1025 40 1 0 small=0,fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0,approx=0" \
             "5000 40 1 1 direct=1" "40000 22 1 0 fbpw=3" "40000 22 0 0 srow=0" "1025 40 0 0 sfilt=0"; do

@@ -13,6 +13,6 @@ sed -E 's/^#include <cuda_fp16.h>//; s/^#include <cuda_runtime.h>//; s/^#include
         s/([A-Za-z_]+(<[A-Z0-9_]+>)?)<<<([^,]+), ([^,]+), 0, [^>]+>>>\(([^;]*)\);/EMU_LAUNCHV(\1, \3, \4, \5);/' \
     "$root/src/cuda_shard.cu" > "$out/cuda_shard_emu.h"
 if grep -q '<<<' "$out/cuda_shard_emu.h"; then echo "unconverted launch:"; grep -n '<<<' "$out/cuda_shard_emu.h"; exit 1; fi
-g++ -std=c++20 -O1 -pthread -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" -I"$root/src" \
+g++ -std=c++20 -O1 -pthread ${EMU_CXXFLAGS:-} -I"$out" -I"$here" -I"$root/include" -I"$root/kernels" -I"$root/src" \
     "$here/emu_shard.cpp" -o "$out/emu_shard" -L"$build" -ldds -Wl,-rpath,"$build"
 "$out/emu_shard" "${@:2}"

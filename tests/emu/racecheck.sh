@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# A race check of the CUDA kernels without a GPU: the host emulations (run_stash.sh,
+# run_sample.sh, run.sh, run_shard.sh; a std::thread per CUDA thread) built with ThreadSanitizer.
+# __syncthreads and __syncwarp order memory among the threads that take part; shuffles, ballots
+# and match_any exchange values and order no memory (tests/emu/cuda_emu.h), so a shared-memory
+# write and a read or write of the same word by another thread with no barrier between them is
+# reported, like compute-sanitizer racecheck's shared-memory (and warp-level) hazards; it found
+# the hazard racecheck found in stash v2's merge on the H200 when the __syncwarp that mends it
+# was taken out. Races on global memory are counted, not failed (tsan_digest.py says why).
+# A race is reported when two accesses are unordered by the emulation's barriers, whatever the
+# timing of the run, but only on paths the cases take. The outputs are checked against the CPU
+# backend as in the plain emulations.
+# Usage: tests/emu/racecheck.sh <build dir with libdds.so> [--quick]
+#   --quick (CI, ~3 min on 2 cores): a few cases of the stash and sample kernels, chosen to take
+#   the shared-memory code paths (partial-list merges, 16-bit tiles, the CTA forms of the small
+#   kernels, the candidate finish, the filter kernel's selections);
+#   default (~25 min): every stash case, run_sample.sh --quick, verify + reveal, shard --quick.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd); build=${1:?build dir}
+logs=$(mktemp -d)
+export EMU_CXXFLAGS="-fsanitize=thread -g -Wno-tsan"
+export TSAN_OPTIONS="exitcode=0 log_path=$logs/tsan ${TSAN_OPTIONS:-}"
+rc=0
+if [ "${2:-}" = --quick ]; then
+  EMU_CASES="1:32000 5 1 0 40;2:32000 5 1 0 40;1:66000 32 2 1 40;0:3000 20 1 1" \
+    bash "$here/run_stash.sh" "$build" || rc=1
+  EMU_CASES="1025 40 1 1 1 default;5000 40 1 0 1 default;40000 22 0 0 1 srow=0" \
+    bash "$here/run_sample.sh" "$build" || rc=1
+else
+  bash "$here/run_stash.sh" "$build" || rc=1
+  bash "$here/run_sample.sh" "$build" --quick || rc=1
+  bash "$here/run.sh" "$build" | tail -3 || rc=1
+  bash "$here/run_shard.sh" "$build" --quick | tail -3 || rc=1
+fi
+python3 "$here/tsan_digest.py" "$logs" || rc=1
+rm -rf "$logs"
+exit $rc
