@@ -1,6 +1,11 @@
 // Minimal host emulation of the CUDA features used by the kernels (tests/emu/run*.sh).
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -49,6 +54,7 @@ struct EmuBarrier {
   std::atomic<uint64_t> st;
   std::atomic<unsigned> phase{0};
   explicit EmuBarrier(int n) : st((uint64_t)n << 32) {}
+  void reset(int n) { st.store((uint64_t)n << 32, std::memory_order_relaxed); }  // (while unused)
   static bool full(uint64_t v) { return (v >> 32) != 0 && (v >> 32) == (v & 0xffffffffu); }
   void complete() {
     st.fetch_and(~(uint64_t)0xffffffffu, std::memory_order_acq_rel);
@@ -67,15 +73,6 @@ struct EmuBarrier {
     if (full(st.fetch_sub((uint64_t)1 << 32, std::memory_order_acq_rel) - ((uint64_t)1 << 32))) complete();
   }
 };
-struct EmuBlock {
-  EmuBarrier* bar;
-  EmuBarrier* wbar[64];
-  uint64_t slot[64][32];
-};
-extern EmuBlock* g_blk;
-inline void __syncthreads() { g_blk->bar->arrive_and_wait(); }
-template <typename T> inline uint64_t to_u(T v) { uint64_t u = 0; memcpy(&u, &v, sizeof(T)); return u; }
-template <typename T> inline T from_u(uint64_t u) { T v; memcpy(&v, &u, sizeof(T)); return v; }
 // Race checking (tests/emu/racecheck.sh builds the emulations with -fsanitize=thread). The
 // barriers of __syncthreads / __syncwarp order memory among the threads that take part, as on
 // the GPU, so ThreadSanitizer sees them as synchronisation. Shuffles, ballots and match_any
@@ -87,14 +84,81 @@ template <typename T> inline T from_u(uint64_t u) { T v; memcpy(&v, &u, sizeof(T
 #if defined(__SANITIZE_THREAD__)
 extern "C" void AnnotateIgnoreSyncBegin(const char*, int);
 extern "C" void AnnotateIgnoreSyncEnd(const char*, int);
-inline void emu_value_barrier(EmuBarrier* b) {
-  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
-  b->arrive_and_wait();
-  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
-}
+struct EmuNoSync {  // hides this thread's synchronisation from ThreadSanitizer while it lives
+  EmuNoSync() { AnnotateIgnoreSyncBegin(__FILE__, __LINE__); }
+  ~EmuNoSync() { AnnotateIgnoreSyncEnd(__FILE__, __LINE__); }
+};
 #else
-inline void emu_value_barrier(EmuBarrier* b) { b->arrive_and_wait(); }
+struct EmuNoSync {};
 #endif
+inline void emu_value_barrier(EmuBarrier* b) {
+  EmuNoSync hide;
+  b->arrive_and_wait();
+}
+// Convergence, for __activemask() in divergent code (filter_kernel's in-CTA candidate list: a
+// loop whose trip count differs between lanes, a ballot and a shuffle over __activemask()). A lane
+// at __activemask() waits until every lane of its warp is there too or parked (waiting at
+// __syncthreads, or done with the block); the lanes there are the mask (the largest set the
+// hardware could report), and the warp operations they then call with that mask meet in `sub`.
+// Hidden from ThreadSanitizer like the shuffles (EmuNoSync): it orders no memory on the GPU.
+struct EmuConv {
+  std::mutex m;
+  std::condition_variable cv;
+  std::atomic<uint32_t> parked{0}, arrived{0}, result{0};
+  std::atomic<unsigned> gen{0};
+  EmuBarrier sub{32};
+  void try_form() {  // with m held
+    const uint32_t a = arrived.load(), p = parked.load();
+    if (a == 0 || (a | p) != 0xffffffffu) return;
+    result.store(a);
+    sub.reset(__builtin_popcount(a));
+    arrived.store(0);
+    gen.fetch_add(1);
+    cv.notify_all();
+  }
+  // park / unpark: lock-free unless a lane waits at __activemask() (seq_cst: of a parking lane
+  // and an arriving one, at least one sees the other and forms the mask).
+  void park(unsigned lane) {
+    EmuNoSync hide;
+    parked.fetch_or(1u << lane);
+    if (arrived.load() != 0) {
+      std::lock_guard<std::mutex> lk(m);
+      try_form();
+    }
+  }
+  void unpark(unsigned lane) {
+    EmuNoSync hide;
+    parked.fetch_and(~(1u << lane));
+  }
+  unsigned activemask(unsigned lane) {
+    EmuNoSync hide;
+    std::unique_lock<std::mutex> lk(m);
+    const unsigned g = gen.load();
+    arrived.fetch_or(1u << lane);
+    try_form();
+    if (!cv.wait_for(lk, std::chrono::seconds(120), [&] { return gen.load() != g; })) {
+      fprintf(stderr, "emulation: __activemask() waited 120 s for lanes %08x of its warp (a "
+                      "full-warp operation in divergent code?)\n", ~(arrived.load() | parked.load()));
+      abort();
+    }
+    return result.load();
+  }
+};
+struct EmuBlock {
+  EmuBarrier* bar;
+  EmuBarrier* wbar[64];
+  EmuConv* conv[64];
+  uint64_t slot[64][32];
+};
+extern EmuBlock* g_blk;
+inline void __syncthreads() {
+  EmuConv* c = g_blk->conv[threadIdx.x / 32];
+  c->park(threadIdx.x % 32);
+  g_blk->bar->arrive_and_wait();
+  c->unpark(threadIdx.x % 32);
+}
+template <typename T> inline uint64_t to_u(T v) { uint64_t u = 0; memcpy(&u, &v, sizeof(T)); return u; }
+template <typename T> inline T from_u(uint64_t u) { T v; memcpy(&v, &u, sizeof(T)); return v; }
 inline void emu_slot_put(uint64_t u) {
   std::atomic_ref<uint64_t>(g_blk->slot[threadIdx.x / 32][threadIdx.x % 32])
       .store(u, std::memory_order_relaxed);
@@ -102,18 +166,19 @@ inline void emu_slot_put(uint64_t u) {
 inline uint64_t emu_slot_get(int lane) {
   return std::atomic_ref<uint64_t>(g_blk->slot[threadIdx.x / 32][lane]).load(std::memory_order_relaxed);
 }
-// Every lane of the warp publishes a value, waits for all, then fn() reads the slots; a second
-// wait keeps the slots until every lane has read them.
-template <typename F> auto warp_exchange(uint64_t mine, F fn) {
-  EmuBarrier* b = g_blk->wbar[threadIdx.x / 32];
+// Every lane of `mask` publishes a value, waits for all, then fn() reads the slots; a second
+// wait keeps the slots until every lane has read them. A partial mask is the one __activemask()
+// returned (EmuConv).
+template <typename F> auto warp_exchange(uint64_t mine, F fn, unsigned mask = 0xffffffffu) {
+  EmuBarrier* b = mask == 0xffffffffu ? g_blk->wbar[threadIdx.x / 32] : &g_blk->conv[threadIdx.x / 32]->sub;
   emu_slot_put(mine);
   emu_value_barrier(b);
   auto r = fn();
   emu_value_barrier(b);
   return r;
 }
-template <typename T> T warp_xchg(T v, int src) {
-  return warp_exchange(to_u(v), [&] { return from_u<T>(emu_slot_get(src)); });
+template <typename T> T warp_xchg(T v, int src, unsigned mask = 0xffffffffu) {
+  return warp_exchange(to_u(v), [&] { return from_u<T>(emu_slot_get(src)); }, mask);
 }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int o) { return warp_xchg(v, (threadIdx.x % 32) ^ o); }
 template <typename T> T __shfl_up_sync(unsigned, T v, int o) {
@@ -138,13 +203,13 @@ inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 inline float __logf(float x) { return logf(x); }
 inline float __ull2float_rn(unsigned long long x) { return (float)x; }
 inline unsigned long long __double2ull_rn(double x) { return (unsigned long long)std::nearbyint(x); }
-inline unsigned __ballot_sync(unsigned, bool p) {
-  return warp_exchange(p ? 1u : 0u, [] {
+inline unsigned __ballot_sync(unsigned mask, bool p) {
+  return warp_exchange(p ? 1u : 0u, [&] {
     unsigned m = 0;
     for (int l = 0; l < 32; ++l)
-      if (emu_slot_get(l)) m |= 1u << l;
+      if ((mask >> l & 1u) && emu_slot_get(l)) m |= 1u << l;
     return m;
-  });
+  }, mask);
 }
 // Runs kernel f over grid x block threads, blocks one after another. The block's threads are
 // made once per launch and run every block in turn (making threads per block cost most of the
@@ -160,11 +225,17 @@ inline void emu_launch(unsigned grid, unsigned block, const std::function<void()
   EmuBarrier pool((int)block + 1);  // the block's threads + this one
   auto setup = [&] {
     blk.bar = new EmuBarrier((int)block);
-    for (unsigned w = 0; w < nw; ++w) blk.wbar[w] = new EmuBarrier(32);
+    for (unsigned w = 0; w < nw; ++w) {
+      blk.wbar[w] = new EmuBarrier(32);
+      blk.conv[w] = new EmuConv;
+    }
   };
   auto teardown = [&] {
     delete blk.bar;
-    for (unsigned w = 0; w < nw; ++w) delete blk.wbar[w];
+    for (unsigned w = 0; w < nw; ++w) {
+      delete blk.wbar[w];
+      delete blk.conv[w];
+    }
   };
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < block; ++t)
@@ -174,6 +245,7 @@ inline void emu_launch(unsigned grid, unsigned block, const std::function<void()
         pool.arrive_and_wait();  // block b set up
         blockIdx.x = b;
         f();
+        blk.conv[t / 32]->park(t % 32);  // done: never at an __activemask() of this block again
         blk.bar->arrive_and_drop();
         blk.wbar[t / 32]->arrive_and_drop();
         pool.arrive_and_wait();  // every thread done with block b

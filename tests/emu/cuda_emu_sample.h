@@ -25,8 +25,8 @@ inline void __syncwarp(unsigned = 0xffffffffu) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   g_blk->wbar[threadIdx.x / 32]->arrive_and_wait();
 }
-template <typename T> T __shfl_sync(unsigned, T v, int src) { return warp_xchg(v, src & 31); }
-inline unsigned __activemask() { return 0xffffffffu; }
+template <typename T> T __shfl_sync(unsigned mask, T v, int src) { return warp_xchg(v, src & 31, mask); }
+inline unsigned __activemask() { return g_blk->conv[threadIdx.x / 32]->activemask(threadIdx.x % 32); }
 inline std::atomic<int> g_stc{0};
 inline int __syncthreads_count(bool p) {
   __syncthreads();

@@ -17,9 +17,13 @@ PROFILES = {
         ("extern __shared__ __align__(16) unsigned char smem_raw[];",
          "unsigned char* smem_raw = g_dynsmem;"),
         ("__shared__ __align__(16) float s_stage", "alignas(16) static float s_stage"),
-        # filter_kernel's in-CTA candidate list uses __activemask() ballots in divergent code,
-        # which the per-warp barriers of the emulation cannot model: emulated without it.
-        ("constexpr bool kFilterCtaList = true;", "constexpr bool kFilterCtaList = false;"),
+        # filter_kernel's in-CTA candidate list (__activemask() ballots in divergent code, which
+        # the emulation's EmuConv models): on, as on the GPU, unless emu_sample's ctalist=0.
+        ("constexpr bool kFilterCtaList = true;",
+         "inline bool kFilterCtaList = true; inline std::atomic<int> g_emu_ctalist_rows{0};"),
+        # (rows that used the list: emu_sample prints the count)
+        ("    cand = sm.ncand <= kCandCap;\n",
+         "    cand = sm.ncand <= kCandCap; if (cand && tid == 0) ++g_emu_ctalist_rows;\n"),
     ],
     "stash": COMMON + [
         ("#include <cuda_bf16.h>\n", "\n"),

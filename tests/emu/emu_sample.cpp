@@ -8,7 +8,7 @@
 //   (small_plain_kernel for V <= 2048), ban=N (the banned token, default 3), exactall=1
 //   (small_plain_kernel scores every column exactly: its rare path), cta=0|1 (small_plain_kernel and
 //   small_filter_kernel with a warp / a CTA per row), sfilt=0|1 (small_filter_kernel for the filtered rows of
-//   V <= 2048) (default:
+//   V <= 2048), ctalist=0|1 (filter_kernel's in-CTA candidate list, default 1 as on the GPU) (default:
 //   the library's rule)
 #include "cuda_emu_sample.h"
 thread_local dim3e threadIdx, blockIdx;
@@ -100,7 +100,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   return pb;
 }
 
-struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1, srow = -1, small = -1, ban = 3, exactall = 0, cta = -1, sfilt = -1; } g_mode;
+struct Mode { int fuse = -1, top2 = -1, approx = -1, direct = -1, fbpw = -1, srow = -1, small = -1, ban = 3, exactall = 0, cta = -1, sfilt = -1, ctalist = 1; } g_mode;
 struct Out { std::vector<int32_t> tok, amax, st; std::vector<float> lp, conf, mar, ent, probs; };
 
 void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
@@ -134,6 +134,7 @@ void parse_mode(const char* s) {
     else if (!strncmp(p, "exactall=", 9)) f = &g_mode.exactall;
     else if (!strncmp(p, "cta=", 4)) f = &g_mode.cta;
     else if (!strncmp(p, "sfilt=", 6)) f = &g_mode.sfilt;
+    else if (!strncmp(p, "ctalist=", 8)) f = &g_mode.ctalist;
     else if (!strncmp(p, "default", 7)) { p += 7; if (*p == ',') ++p; continue; }
     if (!f) { fprintf(stderr, "bad mode %s\n", p); exit(2); }
     p = strchr(p, '=') + 1;
@@ -259,6 +260,7 @@ int main(int argc, char** argv) {
   int dtype = argc > 3 ? atoi(argv[3]) : 0, stats = argc > 4 ? atoi(argv[4]) : DDS_STATS_PROCESSED;
   if (argc > 5) g_tscale = atof(argv[5]);
   if (argc > 6) parse_mode(argv[6]);
+  kFilterCtaList = g_mode.ctalist != 0;
   Prob pb = make(V, rows, dtype, 1234 + V, stats);
   dds_sampler_config c; dds_sampler_config_init(&c, sizeof c);
   c.backend = DDS_BACKEND_CPU; c.vocab_size = V; c.max_rows = rows; c.max_requests = rows;
@@ -281,7 +283,8 @@ int main(int argc, char** argv) {
              og.amax[i], oc.amax[i], og.lp[i], oc.lp[i], og.conf[i], oc.conf[i], og.mar[i], oc.mar[i], og.ent[i], oc.ent[i], pbad);
     }
   }
-  printf("V=%d rows=%d dtype=%d stats=%d mode=%s: %d bad rows, fallback %d%s\n", V, rows, dtype, stats,
-         argc > 6 ? argv[6] : "default", bad, g_fb_total, g_counter_bad ? ", COUNTERS NOT RESET" : "");
+  printf("V=%d rows=%d dtype=%d stats=%d mode=%s: %d bad rows, fallback %d, CTA list %d%s\n", V, rows, dtype,
+         stats, argc > 6 ? argv[6] : "default", bad, g_fb_total, g_emu_ctalist_rows.load(),
+         g_counter_bad ? ", COUNTERS NOT RESET" : "");
   return (bad || g_counter_bad) ? 1 : 0;
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Host emulation of kernels/sample.cuh (the CUDA dds_sample kernels) against the CPU backend
 # (tests/emu/cuda_emu.h + cuda_emu_sample.h: a std::thread per CUDA thread, blocks one after
-# another). Checks the kernels' logic on a machine without a GPU (not races, not speed, not the
-# device libm: exp2f stands for ex2.approx; filter_kernel's in-CTA candidate list, which relies on
-# divergent __activemask() ballots, is switched off). Not part of CTest.
+# another). Checks the kernels' logic on a machine without a GPU (not speed, not the device libm:
+# exp2f stands for ex2.approx; races: racecheck.sh). filter_kernel's in-CTA candidate list
+# (divergent __activemask() ballots) runs as on the GPU (cuda_emu.h, EmuConv) unless ctalist=0.
+# Not part of CTest.
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below (~5 min)
 #        tests/emu/run_sample.sh <build dir> --quick                    10 cases (~40 s; CI)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
@@ -15,7 +16,8 @@
 #   exactall=1 (that kernel's rare path everywhere), cta=0|1 (it and small_filter_kernel with a
 #   warp / a CTA per row; default: a CTA up to 264 rows, so these 40-row cases take the CTA form
 #   unless cta=0),
-#   sfilt=0|1 (small_filter_kernel for the filtered rows of V <= 2048; default 1)
+#   sfilt=0|1 (small_filter_kernel for the filtered rows of V <= 2048; default 1), ctalist=0|1
+#   (filter_kernel's in-CTA candidate list; default 1)
 #   (default: src/cuda_sample.cu's rules).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -66,6 +68,10 @@ else
   for c in "7 30 0 0 1 ban=5" "7 30 1 1 0.5 ban=5" "33 30 0 0 2 ban=32" "1025 40 1 1 1 cta=0" "2048 44 0 0 0.5 cta=0"; do
     "$out/emu_sample" $c 2>/dev/null | tail -1 || rc=1
   done
+  # filter_kernel without its in-CTA candidate list (the default runs it; ctalist=0 as the
+  # emulation ran before the tenth session).
+  "$out/emu_sample" 5000 40 0 0 1 ctalist=0 2>/dev/null | tail -1 || rc=1
+  "$out/emu_sample" 5000 40 1 1 1 direct=1,ctalist=0 2>/dev/null | tail -1 || rc=1
   # More than 256 blocks: the CTA-per-row finish adds its block terms in chunks of 256.
   "$out/emu_sample" 300000 3 0 1 1 default 2>/dev/null | tail -1 || rc=1
 fi
