@@ -1,6 +1,11 @@
 // Minimal host emulation of the CUDA features used by the kernels (tests/emu/run*.sh).
 #pragma once
 #include <atomic>
+#include <climits>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -49,7 +54,9 @@ inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 // some; this one is also faster here). One word holds the participants (high half) and the
 // arrivals (low half), so that of an arrival and a drop racing, exactly the one that makes them
 // equal completes the phase; the completer clears the arrivals, then bumps the phase the others
-// wait on.
+// wait on. Waiting is a raw futex, not std::atomic::wait: libstdc++'s waiter pool is shared by
+// unrelated atomics (its counters would give ThreadSanitizer orderings between threads of
+// different barriers, and hide races at random).
 struct EmuBarrier {
   std::atomic<uint64_t> st;
   std::atomic<unsigned> phase{0};
@@ -59,7 +66,8 @@ struct EmuBarrier {
   void complete() {
     st.fetch_and(~(uint64_t)0xffffffffu, std::memory_order_acq_rel);
     phase.fetch_add(1, std::memory_order_release);
-    phase.notify_all();
+    syscall(SYS_futex, reinterpret_cast<unsigned*>(&phase), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+            nullptr, 0);
   }
   void arrive_and_wait() {
     const unsigned ph = phase.load(std::memory_order_acquire);
@@ -67,7 +75,18 @@ struct EmuBarrier {
       complete();
       return;
     }
-    for (unsigned p = ph; p == ph; p = phase.load(std::memory_order_acquire)) phase.wait(ph, std::memory_order_acquire);
+    // a short spin and a few yields first (as std::atomic::wait does), then sleep
+    for (int i = 0; i < 16; ++i) {
+      if (phase.load(std::memory_order_acquire) != ph) return;
+      __builtin_ia32_pause();
+    }
+    for (int i = 0; i < 12; ++i) {
+      if (phase.load(std::memory_order_acquire) != ph) return;
+      sched_yield();
+    }
+    while (phase.load(std::memory_order_acquire) == ph)
+      syscall(SYS_futex, reinterpret_cast<unsigned*>(&phase), FUTEX_WAIT_PRIVATE, ph, nullptr,
+              nullptr, 0);
   }
   void arrive_and_drop() {
     if (full(st.fetch_sub((uint64_t)1 << 32, std::memory_order_acq_rel) - ((uint64_t)1 << 32))) complete();
