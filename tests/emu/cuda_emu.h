@@ -209,8 +209,10 @@ inline unsigned __match_any_sync(unsigned, int v) {
     return m;
   });
 }
-template <typename T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
-inline int atomicOr(int* p, int v) { return std::atomic_ref<int>(*p).fetch_or(v); }
+// CUDA's atomicAdd / atomicOr are relaxed: they order no other memory (ThreadSanitizer must not
+// take a shared counter for synchronisation).
+template <typename T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed); }
+inline int atomicOr(int* p, int v) { return std::atomic_ref<int>(*p).fetch_or(v, std::memory_order_relaxed); }
 // Vector type, bit casts, rounding-mode intrinsics, ballot (kernels/sample.cuh, src/cuda_shard.cu).
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
