@@ -49,6 +49,7 @@
 #include <cuda_runtime.h>
 #include <float.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <type_traits>
@@ -106,6 +107,12 @@ __host__ __device__ inline int64_t warp_smem_bytes(int32_t n, bool count) {
 constexpr int kBatchKeys = 3 * 32;
 __host__ __device__ inline int64_t warp_smem_bytes_v2(int32_t n, bool count) {
   return warp_smem_bytes(n, count) + (int64_t)kBatchKeys * 8;
+}
+// The kernel mode a DDS_STASH_V2 value selects (src/cuda_stash.cu, the host emulation): unset,
+// empty or 0: v1 (0); 2: mode 2; any other number: v2 (1).
+inline int v2_mode_of(const char* e) {
+  const int v = e != nullptr && *e != '\0' ? atoi(e) : 0;
+  return v == 0 ? 0 : v == 2 ? 2 : 1;
 }
 __host__ __device__ inline int64_t partial_bytes(int32_t n) {
   return align16(16 + (int64_t)list_len(n) * 8 + (int64_t)(n + 1) * 4);

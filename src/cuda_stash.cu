@@ -92,7 +92,7 @@ dds_status launch_dtype(const CudaContext& ctx, const stash::Params& P, bool cou
   }
 }
 
-// DDS_STASH_V2=1 selects the v2 kernel (kernels/stash.cuh, stash_kernel<..., V2 = true>: the
+// DDS_STASH_V2=1 selects the v2 kernel (kernels/stash.cuh, stash_kernel<..., V2 = 1>: the
 // request fields loaded with the keep flags and scanned in registers, top-n candidates merged into
 // the list in batches by counting, the partial lists merged by rank after one round of loads);
 // the same outputs as v1 for the same grid (byte-compared on the H200, ninth session, 14 shapes),
@@ -106,11 +106,7 @@ dds_status launch_dtype(const CudaContext& ctx, const stash::Params& P, bool cou
 // DDS_STASH_V2=2: v2 without its 16-bit tile pipeline (v1's pair loads), the candidate default.
 // Unset, empty or 0: v1; 2: mode 2; any other number: v2. Read once, at the first call.
 int stash_v2_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("DDS_STASH_V2");
-    const int v = e != nullptr && *e != '\0' ? std::atoi(e) : 0;
-    return v == 0 ? 0 : v == 2 ? 2 : 1;
-  }();
+  static const int mode = stash::v2_mode_of(std::getenv("DDS_STASH_V2"));
   return mode;
 }
 

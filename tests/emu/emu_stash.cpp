@@ -112,9 +112,7 @@ int main(int argc, char** argv) {
   P.counters = counters.data();
   P.cum_bytes = (int32_t)align16((int64_t)(R + 1) * 4);
   // DDS_STASH_V2 (as the library reads it): unset / 0 = v1, 2 = mode 2, other numbers = v2
-  const char* v2e = getenv("DDS_STASH_V2");
-  const int v2e_i = v2e != nullptr && *v2e != '\0' ? atoi(v2e) : 0;
-  const int v2 = v2e_i == 0 ? 0 : v2e_i == 2 ? 2 : 1;
+  const int v2 = v2_mode_of(getenv("DDS_STASH_V2"));
   P.warp_bytes = (int32_t)(v2 ? warp_smem_bytes_v2(n, count) : warp_smem_bytes(n, count));
   const int nwarps = kMaxWarps;
   if ((size_t)P.cum_bytes + (size_t)nwarps * P.warp_bytes > sizeof g_dynsmem_buf) { printf("smem\n"); return 1; }
@@ -164,8 +162,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < R; ++r) if (gs[r] != cs[r]) { printf("status %d: %d/%d\n", r, gs[r], cs[r]); ++bad; }
   for (int i = 0; i < c.max_rows; ++i) if (counters[i]) { printf("counter %d not reset\n", i); ++bad; break; }
   printf("%sV=%d n=%d dtype=%d variant=%d rows=%d: %d bad elements\n",
-         v2 == 0 ? "" : v1diff ? (v2 == 2 ? "v2 mode 2 (NOT byte-equal to v1) " : "v2 (NOT byte-equal to v1) ")
-                             : (v2 == 2 ? "v2 mode 2 (byte-equal to v1) " : "v2 (byte-equal to v1) "), V, n, dtype,
+         v2 == 0 ? "" : v2 == 2 ? (v1diff ? "v2 mode 2 (NOT byte-equal to v1) " : "v2 mode 2 (byte-equal to v1) ")
+                                : (v1diff ? "v2 (NOT byte-equal to v1) " : "v2 (byte-equal to v1) "), V, n, dtype,
          variant, rows, bad);
   dds_destroy(s);
   return bad != 0;
