@@ -117,6 +117,8 @@ class CudaBackend final : public Backend {
   }
   bool host_readable() const override { return false; }
 
+  ksample::SamplePlanOverrides* sample_plan_overrides() override { return &ctx_.sample_overrides; }
+
  private:
   // Makes the sampler's device current for the call, restores the caller's afterwards.
   struct DeviceGuard {

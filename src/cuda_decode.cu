@@ -1,7 +1,7 @@
 // Dispatch of the decoder primitives on the CUDA backend (kernels/reveal.cuh).
 // dds_verify_drafts is dispatched by cuda_verify.cu (kernels/verify.cuh).
 #include "cuda_internal.h"
-#include "reveal.cuh"
+#include "reveal/reveal.cuh"
 
 namespace dds {
 

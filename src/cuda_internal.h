@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "internal.h"
+#include "sample/plan.h"
 
 namespace dds {
 
@@ -17,6 +18,7 @@ struct CudaContext {
   size_t smem_optin = 0;     // cudaDevAttrMaxSharedMemoryPerBlockOptin
   void* workspace = nullptr; // scratch sized at dds_create: max of the *_workspace_bytes below
   size_t workspace_bytes = 0;
+  ksample::SamplePlanOverrides sample_overrides;  // none unless set through testing.h
 };
 
 // cuda_sample.cu. Arguments are validated and normalised by api.cpp (see Backend).

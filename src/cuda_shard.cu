@@ -31,7 +31,7 @@
 
 #include "cuda_internal.h"
 #include "internal.h"
-#include "shard.cuh"
+#include "shard/shard.cuh"
 #include "warp.cuh"
 
 namespace dds {

@@ -12,7 +12,7 @@
 #include <cstdlib>
 
 #include "cuda_internal.h"
-#include "stash.cuh"
+#include "stash/stash.cuh"
 
 namespace dds {
 namespace {

@@ -2,7 +2,7 @@
 // arguments and the workspace scratch into the kernels' parameter block and queues three
 // kernels on the caller's stream. No allocation, no host synchronisation: graph-capturable.
 #include "cuda_internal.h"
-#include "verify.cuh"
+#include "verify/verify.cuh"
 
 namespace dds {
 

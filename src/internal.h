@@ -17,6 +17,10 @@
 
 namespace dds {
 
+namespace ksample {
+struct SamplePlanOverrides;  // kernels/sample/plan.h
+}
+
 // Records the thread-local error message (printf format) and returns `status`.
 dds_status fail(dds_status status, const char* fmt, ...)
 #if defined(__GNUC__)
@@ -102,6 +106,8 @@ class Backend {
   virtual dds_status verify(const dds_verify_args&, dds_stream) {
     return fail(DDS_ERR_UNSUPPORTED, "dds_verify_drafts: not implemented on this backend yet");
   }
+  // The launch plan's overrides of a device backend (testing.h); nullptr where there is no plan.
+  virtual ksample::SamplePlanOverrides* sample_plan_overrides() { return nullptr; }
 };
 
 // Shared argument checks (api.cpp). resolve_stride: 0 -> vocab, must be >= vocab, and

@@ -20,7 +20,7 @@
 
 #include "dds/dds_shard.h"
 #include "internal.h"
-#include "shard.cuh"
+#include "shard/shard.cuh"
 
 namespace dds {
 

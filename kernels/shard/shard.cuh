@@ -16,8 +16,8 @@
 #endif
 
 #include "dds/dds_shard.h"
-#include "dtype.h"
-#include "rng.h"
+#include "../common/dtype.h"
+#include "../common/rng.h"
 
 namespace dds {
 namespace shard {

@@ -14,7 +14,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "rng.h"
+#include "../common/rng.h"
 
 namespace dds {
 namespace reveal {

@@ -28,8 +28,8 @@
 
 #include <cfloat>
 
-#include "dtype.h"
-#include "rng.h"
+#include "../common/dtype.h"
+#include "../common/rng.h"
 
 namespace dds {
 namespace verify {

@@ -1,0 +1,802 @@
+// filter_kernel: filtered rows, one 1024-thread CTA per row (the rows the candidate lists cannot
+// settle): radix selects over the whole row held in shared memory or re-read.
+#ifndef DDS_KERNELS_SAMPLE_FILTER_CTA_CUH_
+#define DDS_KERNELS_SAMPLE_FILTER_CTA_CUH_
+
+#include "small.cuh"
+
+namespace dds {
+namespace ksample {
+
+// ------------------------------------------------------------------------------------------------
+// Filtered rows: one CTA per row.
+constexpr int kCandCap = 4096;  // candidate list of the filter kernel (ids + l values)
+// Rows longer than kSmemRowMax are not held in shared memory: that space then holds a longer list
+// (the boundary digit's columns of a wide top-p nucleus), ids then l values.
+constexpr int kBigListCap = kSmemRowMax / 2;
+constexpr bool kFilterCtaList = true;  // filter kernel: in-CTA candidate list (top-k / short rows)
+
+struct FilterSmem {
+  float tmax[kFilterThreads];  // per-thread maxima of l (pass 1)
+  int cand_id[kCandCap];
+  float cand_l[kCandCap];
+  int ncand;
+  uint32_t cnt[kHistBins];
+  uint32_t mlo[kHistBins];  // bin masses (radix_select, mode 1): low and high 32-bit words
+  uint32_t mhi[kHistBins];
+  unsigned long long red64[96];  // 64-bit reduction scratch (three 32-warp arrays)
+  double redd[32];
+  int redi[32];
+  float redf[32];
+  float redf2[32];
+  double resd[4];
+  float resf[3];
+  int resi;
+  int resn;
+  uint32_t sel_key;
+  unsigned long long sel_above_mass;
+  int sel_above_cnt;
+  int sel_eq_cnt;
+  unsigned long long sel_eq_mass;
+  double sel_target;  // mode 1 target of the last radix_select (frac >= 0: computed there)
+  uint32_t sel_prefix, sel_pmask;  // radix_select stopped before its last pass: its state
+};
+
+constexpr int kUnroll = 2;                       // groups of VEC columns in flight per thread
+
+// Element source for the filter kernel: the shared-memory row or the logits in global memory.
+// Thread `tid` visits groups of VEC consecutive columns at tid*VEC + n*blockDim*VEC.
+template <int DT>
+struct RowSrc {
+  const typename Elt<DT>::T* crow;
+  const typename Elt<DT>::T* urow;
+  const float* srow;
+  bool guided, vec;
+  float g;
+  int banned, V;
+  __device__ __forceinline__ float l(int t) const {
+    if (srow) return srow[t];
+    const float c = Elt<DT>::cvt(crow[t]);
+    const float u = guided ? Elt<DT>::cvt(urow[t]) : 0.f;
+    return make_l(c, u, guided, g, t, banned);
+  }
+  __device__ __forceinline__ void group(int base, float (&out)[Elt<DT>::VEC]) const {
+    constexpr int VEC = Elt<DT>::VEC;
+    if (srow) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = (base + e < V) ? srow[base + e] : neg_inf();
+      return;
+    }
+    float c[VEC];
+    load_vec<DT>(crow, base, V, vec, c);
+    if (guided) {
+      float u[VEC];
+      load_vec<DT>(urow, base, V, vec, u);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = make_l(c[e], u[e], true, g, base + e, banned);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = make_l(c[e], 0.f, false, 0.f, base + e, banned);
+    }
+  }
+  // f(t, l) for every column t < V of the row (any order).
+  template <typename F>
+  __device__ __forceinline__ void for_each(F f) const {
+    constexpr int VEC = Elt<DT>::VEC;
+    const int step = blockDim.x * VEC;
+    for (int b0 = threadIdx.x * VEC; b0 < V; b0 += step * kUnroll) {
+      float lv[kUnroll][VEC];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) group(b0 + k * step, lv[k]);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const int t = b0 + k * step + e;
+          if (t < V) f(t, lv[k][e]);
+        }
+    }
+  }
+};
+
+// A list source: (id[j], l[j]) for j < n (id == nullptr: id = j). Same for_each contract.
+struct CandSrc {
+  const int* id;
+  const float* l;
+  int n;
+  template <typename F>
+  __device__ __forceinline__ void for_each(F f) const {
+    for (int j = threadIdx.x; j < n; j += blockDim.x) f(id ? id[j] : j, l[j]);
+  }
+};
+
+// CTA-wide radix select: among the columns for which f(t, l, &key) returns true, finds the key
+// K at which the count (mode 0: reaching `need`) or the fixed-point mass mf(key) (mode 1:
+// reaching `target`; frac >= 0: target = frac x the mass of every such column, computed in the
+// first pass) accumulated from the largest key down first reaches the goal. The mass is computed
+// only for columns inside the current prefix (first pass: all of them; later passes: one bin's).
+// Results in sm: sel_key = K, sel_above_cnt / sel_above_mass = strictly above K, sel_eq_cnt =
+// count at K. Passes [pass_begin, pass_end) of the three (digits of 11, 11, 10 bits) only: a call
+// that stops early leaves its state (sel_prefix / sel_pmask, the chosen digit's bin in sel_key,
+// the sums above it, sel_target) for a call that resumes at pass_end, e.g. on another source.
+template <typename Src, typename F, typename MF = NoMass>
+__device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long need,
+                             double target, F f, MF mf = MF{}, double frac = -1.0,
+                             int pass_begin = 0, int pass_end = 3) {
+  const int tid = threadIdx.x;
+  uint32_t prefix = 0, pmask = 0;
+  long long above_cnt = 0;
+  unsigned long long above_mass = 0;
+  if (pass_begin > 0) {
+    prefix = sm.sel_prefix;
+    pmask = sm.sel_pmask;
+    above_cnt = sm.sel_above_cnt;
+    above_mass = sm.sel_above_mass;
+    target = sm.sel_target;
+    __syncthreads();
+  }
+  const int shifts[3] = {21, 10, 0};
+  const int widths[3] = {11, 11, 10};
+  for (int pass = pass_begin; pass < pass_end; ++pass) {
+    const int sh = shifts[pass];
+    const uint32_t wmask = (1u << widths[pass]) - 1u;
+    for (int i = tid; i < kHistBins; i += blockDim.x) {
+      sm.cnt[i] = 0;
+      sm.mlo[i] = 0;
+      sm.mhi[i] = 0;
+    }
+    __syncthreads();
+    src.for_each([&](int t, float l) {
+      uint32_t key;
+      if (!f(t, l, key)) return;
+      if ((key & pmask) != prefix) return;
+      const uint32_t bin = (key >> sh) & wmask;
+      atomicAdd(&sm.cnt[bin], 1u);
+      if (mode == 1) mass_add(sm.mlo, sm.mhi, bin, mf(key));
+    });
+    __syncthreads();
+    if (tid < 32) {
+      // Lane L scans its `per` bins in descending order, starting at top - L*per.
+      const int nbins = (int)wmask + 1;
+      const int per = nbins / 32;
+      const int hi = nbins - 1 - tid * per;
+      const BinPrefix bp = bin_prefix(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, tid);
+      if (mode == 1 && pass == 0 && frac >= 0.0)
+        target = frac * (double)__shfl_sync(0xffffffffu, bp.pm, 31);  // every column is in
+      const int srcl = goal_lane(bp, mode, above_cnt, need, above_mass, target);
+      if (tid == srcl) {
+        long long c = above_cnt + (bp.pc - bp.lc);
+        unsigned long long m = above_mass + (bp.pm - bp.lm);
+        const int chosen = goal_bin(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, bp.last_ne, need, target, c, m);
+        sm.sel_key = (uint32_t)chosen;
+        sm.sel_above_cnt = (int)c;
+        sm.sel_above_mass = m;
+        sm.sel_eq_cnt = (int)sm.cnt[chosen];
+        sm.sel_eq_mass = mode == 1 ? mass_at(sm.mlo, sm.mhi, chosen) : 0ull;
+        sm.sel_target = target;
+      }
+    }
+    __syncthreads();
+    prefix |= sm.sel_key << sh;
+    pmask |= wmask << sh;
+    above_cnt = sm.sel_above_cnt;
+    above_mass = sm.sel_above_mass;
+    __syncthreads();
+  }
+  if (pass_end < 3) {
+    if (tid == 0) {
+      sm.sel_prefix = prefix;
+      sm.sel_pmask = pmask;
+    }
+  } else if (tid == 0) {
+    sm.sel_key = prefix;
+  }
+  __syncthreads();
+}
+
+// CTA argmax of (double value desc, id asc); result id returned to every thread.
+__device__ __forceinline__ int cta_argmax(FilterSmem& sm, double v, int id) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_argmax(v, id);
+  if (lane == 0) {
+    sm.redd[warp] = v;
+    sm.redi[warp] = id;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    double w = lane < (int)(blockDim.x >> 5) ? sm.redd[lane] : 0.0;
+    int i = lane < (int)(blockDim.x >> 5) ? sm.redi[lane] : INT_MAX;
+    warp_argmax(w, i);
+    if (lane == 0) sm.resi = i;
+  }
+  __syncthreads();
+  const int r = sm.resi;
+  __syncthreads();
+  return r;
+}
+__device__ __forceinline__ float cta_max(FilterSmem& sm, float v) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) sm.redf[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < (int)(blockDim.x >> 5) ? sm.redf[lane] : neg_inf();
+    w = warp_max(w);
+    if (lane == 0) sm.redf2[0] = w;
+  }
+  __syncthreads();
+  const float r = sm.redf2[0];
+  __syncthreads();
+  return r;
+}
+
+template <int DT>
+__device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
+  FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
+  float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  // Device row_offsets that are not monotone can map a row outside its request's range: such a
+  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (!is_filtered(q, P.V)) return;
+  constexpr int VEC = Elt<DT>::VEC;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int V = P.V;
+  const int i = row - q.row_begin;
+  using T = typename Elt<DT>::T;
+  RowSrc<DT> src;
+  src.crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  src.urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + i) * P.uncond_stride : nullptr;
+  src.srow = nullptr;
+  src.guided = q.guided;
+  src.vec = P.vec_ok != 0;
+  src.g = q.g;
+  src.banned = P.banned;
+  src.V = V;
+
+  // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row. A row the
+  // candidates' finish sent here (its block records intact) without top-k and not held in shared
+  // memory skips it: the maximum, first argmax and runner-up come from the block records and the
+  // maximum's block, as in that finish (n0, unknown, only bounds top-k and the short-row list:
+  // V stands for it). Saves one of the three reads of a wide top-p nucleus.
+  const bool recs_head = !P.direct_filter && !srow && (q.k <= 0 || q.k >= V);
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  int n0 = 0, n_tf = 0;
+  Top2 rec{neg_inf(), INT_MAX, neg_inf()};  // recs_head: over the block records
+  if (recs_head) {
+    if (warp == 0) {
+      const BlockRec* recs = P.recs + (long long)row * P.nblocks;
+      for (int b = lane; b < P.nblocks; b += 32) {
+        const float m1 = __ldcg(&recs[b].maxl);
+        if (m1 == neg_inf()) continue;
+        Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b,
+               P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
+        rec = top2_merge(rec, o);
+      }
+      rec = warp_top2(rec);
+      if (lane == 0) {
+        sm.resf[2] = rec.m1;
+        sm.resi = rec.i1;
+        sm.resf[1] = rec.m2;
+      }
+    }
+    __syncthreads();
+    rec = Top2{sm.resf[2], sm.resi, sm.resf[1]};
+    __syncthreads();
+    // Without top-2 records: the maximum's block (one column per thread) for its first column
+    // and its runner-up.
+    const int c = rec.i1 * kB + tid;
+    if (rec.m1 != neg_inf() && !P.pass_top2 && tid < kB && c < V) {
+      const float v = src.l(c);
+      if (v != neg_inf()) t = Top2{v, c, neg_inf()};
+    }
+  } else {
+    src.for_each([&](int c, float v) {
+      if (srow) srow[c] = v;
+      if (v == neg_inf()) return;
+      ++n0;
+      Top2 o{v, c, neg_inf()};
+      t = top2_merge(t, o);
+    });
+    sm.tmax[tid] = t.m1;
+    n_tf = __syncthreads_count(t.m1 != neg_inf());
+  }
+  t = warp_top2(t);
+  n0 = warp_sumi(n0);
+  if (lane == 0) {
+    sm.redf[warp] = t.m1;
+    sm.redi[warp] = t.i1;
+    sm.redf2[warp] = t.m2;
+    sm.cnt[warp] = (uint32_t)n0;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    Top2 w{sm.redf[lane], sm.redi[lane], sm.redf2[lane]};
+    w = warp_top2(w);
+    int n = warp_sumi((int)sm.cnt[lane]);
+    if (recs_head) {
+      if (P.pass_top2) w = rec;
+      else w = Top2{rec.m1, w.i1, fmaxf(rec.m2, w.m2)};
+      n = rec.m1 == neg_inf() ? 0 : V;  // (n0 unknown: V bounds it)
+    }
+    if (lane == 0) {
+      sm.resf[0] = w.m1;
+      sm.resi = w.i1;
+      sm.resf[1] = w.m2;
+      sm.resn = n;
+    }
+  }
+  __syncthreads();
+  const float Ml = sm.resf[0];
+  const int amax = sm.resi;
+  const float second_l = sm.resf[1];
+  n0 = sm.resn;
+  __syncthreads();
+  if (srow) src.srow = srow;
+  if (n0 == 0) {
+    if (tid == 0) write_empty(P, row);
+    return;
+  }
+  const float invT = q.invT;
+  const float m = xform(Ml, invT);
+  const double md = (double)m;
+
+  // Kept prefix (kthr, cid): key > kthr || (key == kthr && t <= cid). Initially every column.
+  uint32_t kthr = 0;
+  int cid = INT_MAX;
+
+  // Candidates: when top-k is on, every kept column has a key >= the k-th largest per-thread
+  // maximum (those are k distinct columns); when the row has few finite columns, all of them.
+  // The list (in shared memory) then replaces the row for every selection pass and the sums.
+  bool cand = false;
+  if (kFilterCtaList && ((q.k > 0 && q.k < n0) || n0 <= kCandCap)) {
+    uint32_t tau = 0;
+    if (q.k > 0 && q.k < n0 && q.k <= n_tf && n0 > kCandCap) {
+      CandSrc ts{nullptr, sm.tmax, (int)blockDim.x};
+      radix_select(sm, ts, 0, q.k, 0.0, [&](int c, float l, uint32_t& key) {
+        if (l == neg_inf()) return false;
+        key = fkey(xform(l, invT));
+        return true;
+      });
+      tau = sm.sel_key;
+    }
+    if (tid == 0) sm.ncand = 0;
+    __syncthreads();
+    src.for_each([&](int c, float l) {
+      const bool want = l != neg_inf() && fkey(xform(l, invT)) >= tau;
+      const unsigned act = __activemask();
+      const unsigned bal = __ballot_sync(act, want);
+      if (!bal) return;
+      const int leader = __ffs(bal) - 1;
+      int base = 0;
+      if (lane == leader) base = atomicAdd(&sm.ncand, __popc(bal));
+      base = __shfl_sync(act, base, leader);
+      if (want) {
+        const int j = base + __popc(bal & ((1u << lane) - 1u));
+        if (j < kCandCap) {
+          sm.cand_id[j] = c;
+          sm.cand_l[j] = l;
+        }
+      }
+    });
+    __syncthreads();
+    cand = sm.ncand <= kCandCap;
+  }
+  CandSrc csrc{sm.cand_id, sm.cand_l, cand ? sm.ncand : 0};
+  // The min-p threshold (a >= amin is kept) depends on m only.
+  float amin = neg_inf();
+  if (q.minp > 0.f) {
+    if (tid == 0) sm.redf[0] = minp_threshold(m, md, q.minp);
+    __syncthreads();
+    amin = sm.redf[0];
+    __syncthreads();
+  }
+  const int nb = P.nblocks;
+  unsigned long long* bsum = reinterpret_cast<unsigned long long*>(P.recs + (long long)row * nb);  // [nb][4]
+  constexpr double kFix = 1099511627776.0;  // 2^40
+  constexpr float kLog2e = 1.4426950408889634f;
+  // Kept sums gathered during the selection (the boundary pass of wide top-p nuclei, below):
+  // this thread's fixed-point parts, added to the list's in the final sums.
+  bool pre_sums = false;
+  unsigned long long pre_zf = 0;
+  long long pre_ef = 0;
+  int pre_nk = 0;
+
+  auto select = [&](const auto& S) {
+    // The rr-th smallest id among the columns at key K inside the current prefix (of source T).
+    auto tie_cut_in = [&](const auto& T, uint32_t K, int rr) -> int {
+      radix_select(sm, T, 0, rr, 0.0, [&](int c, float l, uint32_t& key) {
+        if (l == neg_inf()) return false;
+        const uint32_t kk = fkey(xform(l, invT));
+        if (kk != K) return false;
+        if (kk == kthr && c > cid) return false;
+        key = ~(uint32_t)c;
+        return true;
+      });
+      return (int)~sm.sel_key;
+    };
+    auto tie_cut = [&](uint32_t K, int rr) -> int { return tie_cut_in(S, K, rr); };
+    if (q.k > 0 && q.k < n0) {
+      radix_select(sm, S, 0, q.k, 0.0, [&](int c, float l, uint32_t& key) {
+        if (l == neg_inf()) return false;
+        key = fkey(xform(l, invT));
+        return true;
+      });
+      const uint32_t K = sm.sel_key;
+      const int rr = q.k - sm.sel_above_cnt;
+      const int eq = sm.sel_eq_cnt;
+      __syncthreads();
+      int c2 = INT_MAX;
+      if (rr < eq) c2 = tie_cut(K, rr);
+      kthr = K;
+      cid = c2;
+    }
+    if (q.p < 1.f) {
+      if (q.p <= 0.f) {
+        const uint32_t K = fkey(m);
+        const int c2 = tie_cut(K, 1);
+        kthr = K;
+        cid = c2;
+      } else {
+        // Z1 over the current prefix (fixed point) is the first pass's total: target = p Z1.
+        auto mass_of = [&](uint32_t kk) {
+          return __double2ull_rn(exp((double)fkey_inv(kk) - md) * kMassScale);
+        };
+        auto in_prefix = [&](int c, float l, uint32_t& key) {
+          if (l == neg_inf()) return false;
+          const uint32_t kk = fkey(xform(l, invT));
+          if (kk < kthr || (kk == kthr && c > cid)) return false;
+          key = kk;
+          return true;
+        };
+        bool listed = false;
+        if (!cand) {
+          // The row itself: after the first digit, when the columns at or above the boundary
+          // digit fit the shared list, one more pass over the row lists them, and the other
+          // digits, the tie cut and the kept sums run on the list (3 reads of the row instead of
+          // 5 where the nucleus is not a large share of the row).
+          radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p, 0, 1);
+          const uint32_t bd = sm.sel_key;  // the boundary digit (key bits 31..21)
+          const int eqn = sm.sel_eq_cnt;   // columns in it
+          const long long upto = (long long)sm.sel_above_cnt + eqn;
+          __syncthreads();
+          if (upto <= kCandCap) {
+            if (tid == 0) sm.ncand = 0;
+            __syncthreads();
+            S.for_each([&](int c, float l) {
+              uint32_t kk;
+              if (!in_prefix(c, l, kk) || (kk >> 21) < bd) return;
+              const int j = atomicAdd(&sm.ncand, 1);
+              if (j < kCandCap) {
+                sm.cand_id[j] = c;
+                sm.cand_l[j] = l;
+              }
+            });
+            __syncthreads();
+            listed = true;
+            cand = true;
+            csrc.n = min(sm.ncand, kCandCap);
+            radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          } else if (!P.stats_guided &&
+                     eqn <= (P.smem_row ? kCandCap : kBigListCap)) {
+            // A wide nucleus: one pass over the row adds the columns above the boundary digit
+            // (all kept but for min-p) to the kept sums, per 1024-block in fixed point, and
+            // lists the boundary digit's columns; the other digits, the tie cut and the rest of
+            // the sums run on that list. 3 reads of the row instead of 5.
+            int* lid = P.smem_row ? sm.cand_id : reinterpret_cast<int*>(smem_raw + sizeof(FilterSmem));
+            float* ll = P.smem_row ? sm.cand_l : reinterpret_cast<float*>(lid + kBigListCap);
+            const int lcap = P.smem_row ? kCandCap : kBigListCap;
+            for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
+            if (tid == 0) sm.ncand = 0;
+            __syncthreads();
+            constexpr int kCh = 32 * VEC;
+            const int step = blockDim.x * VEC;
+            const int Vr = (V + kCh - 1) / kCh * kCh;
+            for (int b0 = tid * VEC; b0 < Vr; b0 += step * kUnroll) {
+              float lv[kUnroll][VEC];
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) src.group(b0 + k * step, lv[k]);
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) {
+                const int base = b0 + k * step;
+                const int chunk0 = base - lane * VEC;  // warp-uniform, inside one 1024-block
+                if (chunk0 >= Vr) break;
+                unsigned long long cs = 0;
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                  uint32_t kk;
+                  if (!in_prefix(base + e, lv[k][e], kk)) continue;
+                  const uint32_t dg = kk >> 21;
+                  if (dg > bd) {
+                    const float a = fkey_inv(kk);
+                    if (a >= amin) {
+                      const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
+                      const float x = ex2(d2);
+                      cs += __double2ull_rn((double)x * kFix);
+                      pre_ef += __double2ll_rn((double)(x * d2) * (0.6931471805599453 * kFix));
+                      ++pre_nk;
+                    }
+                  } else if (dg == bd) {
+                    const int j = atomicAdd(&sm.ncand, 1);
+                    if (j < lcap) {
+                      lid[j] = base + e;
+                      ll[j] = lv[k][e];
+                    }
+                  }
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
+                if (lane == 0 && cs) {
+                  atomicAdd(&bsum[(chunk0 >> 10) * 4], cs);
+                  pre_zf += cs;
+                }
+              }
+            }
+            __syncthreads();
+            listed = true;
+            cand = true;
+            pre_sums = true;
+            csrc = CandSrc{lid, ll, min(sm.ncand, lcap)};
+            radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          } else {
+            radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          }
+        } else {
+          radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p);
+        }
+        const double target = sm.sel_target;
+        const uint32_t K = sm.sel_key;
+        const unsigned long long A = sm.sel_above_mass;
+        const int eq = sm.sel_eq_cnt;
+        __syncthreads();
+        const double e = (double)mass_of(K);
+        long long nk;
+        if ((double)A >= target) nk = 1;
+        else nk = (long long)ceil((target - (double)A) / e);
+        if (nk < 1) nk = 1;
+        if (nk < eq) {
+          cid = listed ? tie_cut_in(csrc, K, (int)nk) : tie_cut(K, (int)nk);
+        } else if (K != kthr) {
+          cid = INT_MAX;
+        }
+        kthr = K;
+      }
+    }
+  };
+  if (cand) select(csrc);
+  else select(src);
+  auto in_k = [&](int c, float a) -> bool {
+    const uint32_t kk = fkey(a);
+    return (kk > kthr || (kk == kthr && c <= cid)) && a >= amin;
+  };
+
+  // Final pass: kept sums per warp-chunk of 32*VEC columns (deterministic: stored per slot in
+  // the row's block records, 8 floats per 1024-block), processed and guided statistics.
+  float* part = reinterpret_cast<float*>(P.recs + (long long)row * nb);  // [nb][8]
+  constexpr int kChunk = 32 * VEC;
+  constexpr int kSlots = kB / kChunk;  // 8 (f32) or 4 (16-bit)
+  const int nchunks = (V + kChunk - 1) / kChunk;
+  double Z = 0, E = 0, Zl = 0, El = 0;
+  int nk = 0;
+  const bool cand_sums = cand && !P.stats_guided;
+  if (cand_sums) {
+    // Sums over the kept set from the candidate list, in 64-bit fixed point (order-independent),
+    // added to those of the boundary pass (pre_sums: the columns above the list's digit).
+    if (!pre_sums) {
+      for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
+      __syncthreads();
+    }
+    unsigned long long zf = pre_zf;
+    long long ef = pre_ef;
+    nk = pre_nk;
+    for (int j = tid; j < csrc.n; j += blockDim.x) {
+      const int c = csrc.id[j];
+      const float a = xform(csrc.l[j], invT);
+      if (!in_k(c, a)) continue;
+      const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
+      const float x = ex2(d2);
+      const unsigned long long ux = __double2ull_rn((double)x * kFix);
+      atomicAdd(&bsum[(c >> 10) * 4], ux);
+      zf += ux;
+      ef += __double2ll_rn((double)(x * d2) * (0.6931471805599453 * kFix));
+      ++nk;
+    }
+    Z = (double)zf / kFix;
+    E = (double)ef / kFix;
+  } else {
+    const int step = blockDim.x * VEC;
+    const int Vr = nchunks * kChunk;
+    for (int b0 = tid * VEC; b0 < Vr; b0 += step * kUnroll) {
+      float lv[kUnroll][VEC];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) src.group(b0 + k * step, lv[k]);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int base = b0 + k * step;  // warp-uniform chunk: base - lane*VEC
+        if (base - lane * VEC >= Vr) break;
+        float s = 0.f, en = 0.f, sl = 0.f, el = 0.f;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float l = lv[k][e];
+          if (l == neg_inf()) continue;
+          const float a = xform(l, invT);
+          if (in_k(base + e, a)) {
+            const float d = fmaxf(a - m, -1000.f);
+            const float x = fexp(d);
+            s += x;
+            en = fmaf(x, d, en);
+            ++nk;
+          }
+          if (P.stats_guided) {
+            const float d = fmaxf(l - Ml, -1000.f);
+            const float x = fexp(d);
+            sl += x;
+            el = fmaf(x, d, el);
+          }
+        }
+        E += en;
+        Zl += sl;
+        El += el;
+        s = warp_sum(s);
+        Z += (lane == 0) ? (double)s : 0.0;
+        if (lane == 0) {
+          const int chunk = (base - lane * VEC) / kChunk;
+          part[(chunk / kSlots) * 8 + (chunk % kSlots)] = s;
+        }
+      }
+    }
+  }
+  nk = warp_sumi(nk);
+  Z = warp_sumd(Z);
+  E = warp_sumd(E);
+  Zl = warp_sumd(Zl);
+  El = warp_sumd(El);
+  if (lane == 0) {
+    sm.redd[warp] = Z;
+    sm.red64[warp] = (unsigned long long)__double_as_longlong(E);
+    sm.red64[32 + warp] = (unsigned long long)__double_as_longlong(Zl);
+    sm.red64[64 + warp] = (unsigned long long)__double_as_longlong(El);
+    sm.cnt[warp] = (uint32_t)nk;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    double z = sm.redd[lane], e = __longlong_as_double((long long)sm.red64[lane]);
+    double zl = __longlong_as_double((long long)sm.red64[32 + lane]);
+    double elv = __longlong_as_double((long long)sm.red64[64 + lane]);
+    int n = (int)sm.cnt[lane];
+    z = warp_sumd(z);
+    e = warp_sumd(e);
+    zl = warp_sumd(zl);
+    elv = warp_sumd(elv);
+    n = warp_sumi(n);
+    if (lane == 0) {
+      sm.resd[0] = z;
+      sm.resd[1] = e;
+      sm.resd[2] = zl;
+      sm.resd[3] = elv;
+      sm.resn = n;
+    }
+  }
+  __syncthreads();
+  Z = sm.resd[0];
+  E = sm.resd[1];
+  Zl = sm.resd[2];
+  El = sm.resd[3];
+  const int nkept = sm.resn;
+  __syncthreads();
+
+  // Winning block: its kept sum from the chunk partials (fixed order), float64 scores.
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = tid; b < nb; b += blockDim.x) {
+    float s = 0.f;
+    if (cand_sums) {
+      s = (float)((double)__ldcg(&bsum[b * 4]) / kFix);
+    } else {
+      for (int sl = 0; sl < kSlots; ++sl)
+        if (b * kSlots + sl < nchunks) s += part[b * 8 + sl];
+    }
+    if (!(s > 0.f)) continue;
+    const double score = (md + log((double)s)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+    argmax_merge(best, bbest, score, b);
+  }
+  const int wb = cta_argmax(sm, best, bbest);
+  // Token within the block: approximate Gumbels, exact float64 for the candidates.
+  const int c = wb * kB + tid;
+  float a = neg_inf();
+  uint64_t bits = 0;
+  float sf = neg_inf();
+  if (wb != INT_MAX && c < V && tid < kB) {
+    const float l = src.l(c);
+    if (l != neg_inf()) {
+      a = xform(l, invT);
+      if (in_k(c, a)) {
+        bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+        sf = a + approx_gumbel(bits);
+      }
+    }
+  }
+  const float bf = cta_max(sm, sf);
+  best = 0;
+  bbest = INT_MAX;
+  if (sf != neg_inf() && sf >= bf - approx_margin(bf)) {
+    best = (double)a + bits_to_gumbel(bits);
+    bbest = c;
+  }
+  const int token_sel = cta_argmax(sm, best, bbest);
+  if (tid == 0) {
+    const int token = (token_sel == INT_MAX) ? amax : token_sel;
+    double logprob, conf, margin, ent;
+    RowInfo ri;
+    ri.empty = 0;
+    ri.token = token;
+    ri.invT = invT;
+    ri.kthr = kthr;
+    ri.cid = cid;
+    ri.amin = amin;
+    const float lt = src.l(token);
+    if (P.stats_guided) {
+      const double logS = log(Zl);
+      logprob = ((double)lt - (double)Ml) - logS;
+      conf = exp(-logS);
+      const double p2 = (second_l == neg_inf()) ? 0.0 : exp(((double)second_l - (double)Ml) - logS);
+      margin = conf - p2;
+      ent = log(Zl) - El / Zl;
+      ri.mode = 0;
+      ri.use_a = 0;
+      ri.logS = logS;
+      ri.M = Ml;
+    } else {
+      const double logS = log(Z);
+      logprob = ((double)xform(lt, invT) - md) - logS;
+      conf = exp(-logS);
+      const double p2 = (nkept < 2) ? 0.0 : exp(((double)xform(second_l, invT) - md) - logS);
+      margin = conf - p2;
+      ent = log(Z) - E / Z;
+      ri.mode = 2;
+      ri.use_a = 1;
+      ri.logS = logS;
+      ri.M = m;
+    }
+    if (ent < 0) ent = 0;
+    write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+    P.rowinfo[row] = ri;
+  }
+}
+
+// The rows that the row pass's finish could not prove from its candidates (the
+// list fb_rows[0, fb_count), in any order), a grid-stride loop; the last CTA resets the list
+// (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row.
+template <int DT>
+__global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
+  pdl_sync();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  if (!P.direct_filter) {
+    const int n = min((int)*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);
+    for (int i = blockIdx.x; i < n; i += gridDim.x) {
+      const int row = __ldcg(P.fb_rows + i);
+      if (row < 0 || row >= P.num_rows) continue;  // (uniform) never for a list of this call
+      filter_row<DT>(P, smem_raw, row);
+      __syncthreads();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      const unsigned old = atomicAdd(P.fb_done, 1u);
+      if (old == gridDim.x - 1) {
+        *P.fb_count = 0;
+        *P.fb_done = 0u;
+        __threadfence();
+      }
+    }
+  } else {
+    filter_row<DT>(P, smem_raw, blockIdx.x);
+  }
+}
+
+}  // namespace ksample
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SAMPLE_FILTER_CTA_CUH_

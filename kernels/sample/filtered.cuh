@@ -1,0 +1,557 @@
+// Filtered rows from candidate lists: row_pass_kernel (the streaming pass: block records and
+// candidate lists) and cand_finish_kernel (a warp per row: finish_filtered on the merged lists,
+// or the row handed to filter_kernel).
+#ifndef DDS_KERNELS_SAMPLE_FILTERED_CUH_
+#define DDS_KERNELS_SAMPLE_FILTERED_CUH_
+
+#include "select.cuh"
+
+namespace dds {
+namespace ksample {
+
+template <int DT>
+__device__ __forceinline__ void filtered_outputs(const SampleParams& P, const Req& q, int row,
+                                                 int token, int amax, float m2, float Ml, float m,
+                                                 uint32_t kthr, int cid, float amin,
+                                                 unsigned long long zf, long long ef, int nk,
+                                                 double Zl, double El) {
+  RowInfo ri;
+  ri.empty = 0;
+  ri.token = token;
+  ri.invT = q.invT;
+  ri.kthr = kthr;
+  ri.cid = cid;
+  ri.amin = amin;
+  double logprob, conf, margin, ent;
+  const float lt = load_l<DT>(P, q, row, token);
+  if (P.stats_guided) {
+    const double logS = log(Zl);
+    logprob = ((double)lt - (double)Ml) - logS;
+    conf = exp(-logS);
+    const double p2 = (m2 == neg_inf()) ? 0.0 : exp(((double)m2 - (double)Ml) - logS);
+    margin = conf - p2;
+    ent = logS - El / Zl;
+    ri.mode = 0;
+    ri.use_a = 0;
+    ri.logS = logS;
+    ri.M = Ml;
+  } else {
+    const double Z = (double)zf / kMassScale;
+    const double E = (double)ef / kMassScale;
+    const double logS = log(Z);
+    logprob = ((double)xform(lt, q.invT) - (double)m) - logS;
+    conf = exp(-logS);
+    const double p2 = (nk < 2) ? 0.0 : exp(((double)xform(m2, q.invT) - (double)m) - logS);
+    margin = conf - p2;
+    ent = logS - E / Z;
+    ri.mode = 2;
+    ri.use_a = 1;
+    ri.logS = logS;
+    ri.M = m;
+  }
+  if (ent < 0) ent = 0;
+  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
+  P.rowinfo[row] = ri;
+}
+
+template <int DT>
+__device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q, int row, int lane,
+                                             unsigned* hist, unsigned long long* hm) {
+  const int nb = P.nblocks;
+  const int L = P.cand_cap;
+  const BlockRec* recs = P.recs + (long long)row * nb;
+  int2* cl = P.cand + (long long)row * nb * L;  // the row's lists; S is compacted to its front
+  const float invT = q.invT;
+  // 1. Headers: max / argmax / second of l, U = max tau.
+  // (The block holding the maximum re-read for its first column and runner-up: the row pass
+  // keeps only block maxima.)
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  float Ul = -FLT_MAX;
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b, P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
+    t = top2_merge(t, o);
+    Ul = fmaxf(Ul, __ldcg(&recs[b].ea));
+  }
+  t = warp_top2(t);
+  Ul = warp_max(Ul);
+  if (t.m1 == neg_inf()) {
+    if (lane == 0) write_empty(P, row);
+    return;
+  }
+  if (!P.pass_top2) {
+    const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
+    t.i1 = tb.i1;
+    t.m2 = fmaxf(t.m2, tb.m2);
+  }
+  const float Ml = t.m1;
+  const int amax = t.i1;
+  const float m = xform(Ml, invT);
+  const double md = (double)m;
+  // Every finite column outside the lists has l < Ul, so a <= Ua; complete: no such column.
+  const bool complete = !(Ul > -FLT_MAX);
+  const float Ua = complete ? neg_inf() : xform(nextafterf(Ul, neg_inf()), invT);
+  const bool topk_on = q.k > 0 && q.k < P.V;
+  // The min-p threshold (a >= amin is kept) depends on m only.
+  float amin = neg_inf();
+  if (q.minp > 0.f) {
+    float x = 0.f;
+    if (lane == 0) x = minp_threshold(m, md, q.minp);
+    amin = __shfl_sync(0xffffffffu, x, 0);
+  }
+
+  // 1b. A lower bound lo on the kept values, from the block records alone: with top-k, the k-th
+  // largest block maximum (k distinct columns reach it, so every kept value does), rounded down
+  // to the 12 high bits of its key (12 count passes over keys in shared memory); with min-p alone
+  // (no top-k or top-p), amin. Candidates below lo cannot be kept and leave S, and blocks whose
+  // maximum is below lo are not read at all: on Gaussian 262144-column rows with top-k 50, S
+  // shrinks from ~1400 candidates to ~100 and the blocks read from ~256 to ~60. Every decision
+  // below is unchanged: with top-k, |S| >= k before iff after (the k largest of S all reach lo),
+  // and the selection, masses and token only ever look at the kept set, which lies in S.
+  float lo = neg_inf();
+  if (topk_on && !complete && nb <= kWBins * 3) {
+    unsigned* keys = hist;  // (free until the half-chunk list below)
+    int nfin = 0;
+    for (int b = lane; b < nb; b += 32) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      const bool fin = m1 != neg_inf();
+      keys[b] = fin ? fkey(m1) : 0u;
+      nfin += fin ? 1 : 0;
+    }
+    nfin = warp_sumi(nfin);
+    __syncwarp();
+    if (q.k <= nfin) {
+      uint32_t pre = 0;
+      for (int bit = 31; bit >= 20; --bit) {
+        const uint32_t cand = pre | (1u << bit);
+        int c = 0;
+        for (int b = lane; b < nb; b += 32) c += keys[b] >= cand ? 1 : 0;
+        if (warp_sumi(c) >= q.k) pre = cand;
+      }
+      // (keys of finite values are >= fkey(-FLT_MAX) = 0x00800000; below it: no bound)
+      if (pre >= 0x00800000u) lo = xform(fkey_inv(pre), invT);
+    }
+    __syncwarp();  // every lane has read the keys before the list below overwrites them
+  } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
+    lo = amin;
+  }
+
+  // 2. Compact S = {candidates with a > Ua and a >= lo} to the front of the row's list area
+  // (block order; every write index <= its read index, and a chunk is read before it is written).
+  int nS = 0;
+  unsigned long long zout = 0;  // fixed-point mass of the candidates outside S (top-p, no top-k)
+  // (with top-k the masses outside S are never used: Z1 is the kept top-k mass, or, when top-k is
+  // off because k >= |K0|, the lists are complete and nothing lies outside S)
+  const bool want_zout = q.p < 1.f && q.p > 0.f && !topk_on;
+  // Non-empty 16-slot half-chunks of the lists, in slot order, as (half-chunk << 5) | entries,
+  // in the bins' shared memory (hist and hm, free until the selection); a warp-wide step takes two
+  // (lanes 0-15 and 16-31: a Gaussian block lists ~14 columns, so one 32-slot chunk per step left
+  // half the lanes idle, and the steps are the finish's longest loop: ncu 2026-11-29, 4096 x 262144
+  // bf16 top-k, ~280 chunk steps and half of the kernel's instructions). Blocks whose maximum is
+  // not above Ua hold nothing of S and are skipped unless the mass outside S is wanted. More
+  // half-chunks than fit: every 32-slot chunk, one per step.
+  constexpr int kHcCap = kWBins * 3;
+  unsigned* hcl = hist;
+  const int cpb = L / 32;  // 32-slot chunks per block list
+  const int hpb = L / 16;  // half-chunks per block list
+  int nh = 0;
+  for (int b0 = 0; b0 < nb; b0 += 32) {
+    const int b = b0 + lane;
+    int n = 0;
+    if (b < nb) {
+      n = __ldcg(&recs[b].pad);
+      if (!want_zout && n > 0) {
+        const float ma = xform(__ldcg(&recs[b].maxl), invT);
+        if (!(ma > Ua && ma >= lo)) n = 0;
+      }
+    }
+    const int c = (n + 15) >> 4;
+    int incl = c;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    const int base = nh + incl - c;
+    for (int p = 0; p < c && base + p < kHcCap; ++p)
+      hcl[base + p] = ((unsigned)(b * hpb + p) << 5) | (unsigned)min(16, n - 16 * p);
+    nh += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  __syncwarp();
+  const bool listed = nh <= kHcCap;
+  const int nsteps = listed ? (nh + 1) >> 1 : nb * cpb;
+  const int hl = lane & 15;
+  const int hsel = lane >> 4;
+  constexpr int kU = 8;  // steps in flight (loads independent of the writes)
+  for (int s0 = 0; s0 < nsteps; s0 += kU) {
+    int2 ev[kU];
+    bool valid[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      valid[u] = false;
+      ev[u] = make_int2(0, 0);
+      const int si = s0 + u;
+      if (si < nsteps) {
+        long long slot = -1;
+        if (listed) {
+          const int hi = 2 * si + hsel;
+          if (hi < nh) {
+            const unsigned e = hcl[hi];
+            if (hl < (int)(e & 31u)) slot = (long long)(e >> 5) * 16 + hl;
+          }
+        } else {
+          const int b = si / cpb;
+          const int cnt = __ldcg(&recs[b].pad) - (si - b * cpb) * 32;
+          if (lane < cnt) slot = (long long)si * 32 + lane;
+        }
+        if (slot >= 0) {
+          valid[u] = true;
+          ev[u] = __ldcg(cl + slot);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      float a = neg_inf();
+      if (valid[u]) a = xform(__int_as_float(ev[u].y), invT);
+      const bool in = valid[u] && a > Ua && a >= lo;
+      if (want_zout && valid[u] && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
+      const unsigned bal = __ballot_sync(0xffffffffu, in);
+      if (in) cl[nS + __popc(bal & ((1u << lane) - 1u))] = ev[u];
+      nS += __popc(bal);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) zout += __shfl_xor_sync(0xffffffffu, zout, o);
+  __syncwarp();
+  __threadfence();
+  const int2* S = cl;
+
+  // 3. Thresholds.
+  auto each = [&](auto g) {
+    for_list(S, nS, lane, [&](int c, float l) {
+      const float a = xform(l, invT);
+      g(c, a, fkey(a));
+    });
+  };
+  const FiltThr th = filter_thresholds(WarpTeam{lane}, P, q, each, nS, complete, m, md, amin, Ua, hist, hm, [&]() {
+    double zr = 0;
+    for (int b = lane; b < nb; b += 32) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      if (m1 == neg_inf()) continue;
+      const double sr = (double)__ldcg(&recs[b].sa);
+      if (sr > 0) zr += sr * exp((double)xform(m1, invT) - md);
+    }
+    zr = warp_sumd(zr);
+    return zr * kMassScale + (double)zout;
+  });
+  const uint32_t kthr = th.kthr;
+  const int cid = th.cid;
+  if (!th.ok || !th.inside) {
+    // Not provable from the candidates: the filter kernel samples this row from the logits.
+    if (lane == 0) {
+      const int slot = atomicAdd(P.fb_count, 1);
+      P.fb_rows[slot] = row;
+    }
+    return;
+  }
+  const Kept in_k{kthr, cid, amin};
+
+  // 4. Kept sums in fixed point (order-independent): per block, Z, E = sum e (a - m), count.
+  unsigned long long* km = P.kmass + (long long)row * nb;
+  for (int b = lane; b < nb; b += 32) km[b] = 0ull;
+  __syncwarp();
+  __threadfence();
+  unsigned long long zf = 0;
+  long long ef = 0;
+  int nk = 0;
+  for_list(S, nS, lane, [&](int c, float l) {
+    const float a = xform(l, invT);
+    if (!in_k(c, a)) return;
+    const unsigned long long ux = kept_terms(a, md, ef);
+    if (ux) atomicAdd(km + (c >> 10), ux);
+    zf += ux;
+    ++nk;
+  });
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    zf += __shfl_xor_sync(0xffffffffu, zf, o);
+    ef += __shfl_xor_sync(0xffffffffu, ef, o);
+  }
+  nk = warp_sumi(nk);
+  __syncwarp();
+  __threadfence();
+
+  // 5. Winning block (float64 scores), then the token among its kept columns (exact Gumbels).
+  const int i = row - q.row_begin;
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = lane; b < nb; b += 32) {
+    const unsigned long long s = __ldcg(km + b);
+    if (s == 0ull) continue;
+    const double score = (md + log((double)s / kMassScale)) +
+                         gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+    argmax_merge(best, bbest, score, b);
+  }
+  warp_argmax(best, bbest);
+  const int bt = list_token(WarpTeam{lane}, q, pos, S, nS, bbest, in_k, [&](float l) { return xform(l, invT); });
+  const int token = (bt == INT_MAX) ? amax : bt;
+
+  // 6. Statistics: processed over the kept set, or guided over K0 from the block records.
+  double Zl = 0, El = 0;
+  if (P.stats_guided) {
+    for (int b = lane; b < nb; b += 32) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      if (m1 != neg_inf()) guided_terms(m1, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), Ml, Zl, El);
+    }
+    Zl = warp_sumd(Zl);
+    El = warp_sumd(El);
+  }
+  if (lane == 0)
+    filtered_outputs<DT>(P, q, row, token, amax, t.m2, Ml, m, kthr, cid, amin, zf, ef, nk, Zl, El);
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
+  using T = typename Elt<DT>::T;
+  constexpr int VEC = Elt<DT>::VEC;
+  constexpr int NJ = 32 / VEC;
+  const int lane = threadIdx.x & 31;
+  // Blocks per warp: 16-bit rows P.fbpw consecutive blocks (the request's parameters, ~175 of
+  // the ~640 instructions of a block, read once for them all); f32 one, known at compile time.
+  const int fbpw = DT == 0 ? 1 : P.fbpw;
+  const int wpr = (P.nblocks + fbpw - 1) / fbpw;  // warps per row
+  const long long gw = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
+  const long long total = (long long)P.num_rows * wpr;
+  if (gw >= total) return;
+  int row, wi;
+  if (DT != 0 && total <= 0x7fffffffLL) {  // 32-bit division (the 64-bit one is a call)
+    row = (int)((unsigned)gw / (unsigned)wpr);
+    wi = (int)gw - row * wpr;
+  } else {  // (f32: as measured, the register allocation of the 32-bit branch spills more)
+    row = (int)(gw / wpr);
+    wi = (int)(gw - (long long)row * wpr);
+  }
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  // Device row_offsets that are not monotone can map a row outside its request's range: such a
+  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  // Unfiltered rows belong to plain_pass_kernel / plain_finish_*_kernel.
+  if (!is_filtered(q, P.V)) return;
+  // Per warp: its block's values while writing the list (each lane reads back only its own).
+  __shared__ __align__(16) float s_stage[kRowWarps][kB];
+  const int wid = threadIdx.x >> 5;
+  // One block: lv = the lane's 32 values as loaded (whole aligned blocks unsanitised), its
+  // maximum with NaN propagation: a NaN or +inf anywhere takes the exact rule (docs §2) in place,
+  // as in plain_pass_kernel. The pass is ALU-bound, so no per-value argmax / runner-up work for
+  // large grids: finish_filtered re-reads the one block holding the row's maximum (block_top2).
+  auto block = [&](int blk, float (&lv)[32]) {
+    float m1 = lv[0];
+#pragma unroll
+    for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
+    float M = warp_max_nan(m1);
+    if (M != M || M == -neg_inf()) {
+      m1 = neg_inf();
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        lv[e] = sanitize_fast(lv[e]);
+        m1 = fmaxf(m1, lv[e]);
+      }
+      M = warp_max(m1);
+    }
+    BlockRec rec;
+    rec.maxl = M;
+    rec.second = neg_inf();
+    rec.amax = INT_MAX;
+    rec.sa = rec.ea = rec.sl = rec.el = 0.f;
+    rec.pad = 0;
+    if (P.pass_top2 && M != neg_inf()) {
+      // Small grids (latency-bound): the block's runner-up (multiset) and first column of M here,
+      // which saves the finish its re-read of the maximum's block. Exact either way.
+      float b1 = neg_inf(), b2 = neg_inf();
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        b2 = fmaxf(b2, fminf(b1, lv[e]));
+        b1 = fmaxf(b1, lv[e]);
+      }
+      int am = INT_MAX;
+      if (b1 == M) {
+#pragma unroll
+        for (int e = 31; e >= 0; --e)
+          if (lv[e] == M) am = col_of<DT>(blk, lane, e);
+      }
+      const Top2 tb = warp_top2(Top2{b1, am, b2});
+      rec.second = tb.m2;
+      rec.amax = tb.i1;
+    }
+    constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+    if (M != neg_inf()) {
+      // Candidate list: every column with l >= tau; tau from the lane maxima (see finish_filtered).
+      const int L = P.cand_cap;
+      int2* lst = P.cand + ((long long)row * P.nblocks + blk) * L;
+      int lvl = P.cand_lvl0;
+      // Rows of <= 2 blocks keep every finite column, except small top-k: the columns at or
+      // above the smallest lane maximum (~120 of 1024 on Gaussian rows) settle it.
+      if (lvl < 0 && q.k > 0 && q.k <= 64) lvl = 0;
+      float tau;
+      int n, base;
+      unsigned msk;
+      for (;;) {
+        if (lvl < 0) {
+          tau = -FLT_MAX;
+        } else {
+          float h = m1;
+          for (int o = 1; o < (1 << lvl); o <<= 1) h = fmaxf(h, __shfl_xor_sync(0xffffffffu, h, o));
+          tau = fmaxf(-warp_max(-h), -FLT_MAX);
+        }
+        msk = 0u;
+        if (m1 >= tau) {
+          if constexpr (DT != 0) {
+            // bit e = (lv[e] >= tau): the sign of lv[e] - tau (exact: a difference of distinct
+            // floats is never zero, x - x is +0, and no NaN is left here), shifted in by one
+            // funnel shift per value
+#pragma unroll
+            for (int e = 31; e >= 0; --e)
+              msk = __funnelshift_l(__float_as_uint(__fsub_rn(lv[e], tau)), msk, 1);
+            msk = ~msk;
+          } else {  // (f32: the compare-and-select form measured faster)
+#pragma unroll
+            for (int e = 0; e < 32; ++e) msk |= (lv[e] >= tau) ? (1u << e) : 0u;
+          }
+        }
+        const int cnt = __popc(msk);
+        int incl = cnt;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= o) incl += v;
+        }
+        n = __shfl_sync(0xffffffffu, incl, 31);
+        base = incl - cnt;
+        if (n <= L || lvl >= 5) break;
+        ++lvl;
+      }
+      if (n > L) {  // ties at the block maximum beyond the capacity: no list, bound l <= M
+        n = 0;
+        msk = 0u;
+        tau = (M == FLT_MAX) ? -neg_inf() : nextafterf(M, FLT_MAX);
+      }
+      // Write the list: the lane's values staged in shared memory (no dynamic register indexing).
+      if (msk) {
+        constexpr int VEC = Elt<DT>::VEC;
+        float4* st = reinterpret_cast<float4*>(s_stage[wid]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          st[j * 32 + lane] = make_float4(lv[4 * j], lv[4 * j + 1], lv[4 * j + 2], lv[4 * j + 3]);
+        do {
+          const int e = __ffs(msk) - 1;
+          msk &= msk - 1u;
+          const int col = blk * kB + (e / VEC) * 32 * VEC + lane * VEC + (e % VEC);
+          const float v = s_stage[wid][(e >> 2) * 128 + lane * 4 + (e & 3)];
+          lst[base++] = make_int2(col, __float_as_int(v));
+        } while (msk);
+      }
+      rec.ea = tau;
+      rec.pad = n;
+      // Top-p without top-k: the mass outside the list (Z1 of the finish).
+      if (q.p < 1.f && q.p > 0.f && !(q.k > 0 && q.k < P.V)) {
+        const float ma = xform(M, q.invT);
+        const float invT = q.invT;
+        float s = 0.f;
+        if (invT == 1.f) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float x = ex2((lv[e] - ma) * kLog2e);
+            s += (lv[e] < tau) ? x : 0.f;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) {
+            const float x = ex2((xform(lv[e], invT) - ma) * kLog2e);
+            s += (lv[e] < tau) ? x : 0.f;
+          }
+        }
+        rec.sa = warp_sum(s);
+      }
+      if (P.want_stats && P.stats_guided) {
+        float s = 0.f, en = 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
+          const float x = ex2(d);
+          s += x;
+          en = fmaf(x, d, en);
+        }
+        rec.sl = warp_sum(s);
+        rec.el = warp_sum(en) * kLn2;
+      }
+    }
+    // cand_finish_kernel finishes the row after this kernel.
+    if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;
+  };
+  if constexpr (DT == 0) {
+    float lv[32];
+    load_block_l<DT, false>(P, q, row, wi, lane, lv);
+    block(wi, lv);
+  } else {
+    const int bb0 = wi * fbpw, bb1 = min(bb0 + fbpw, P.nblocks);
+    const bool fastrow = P.vec_ok != 0 && !q.guided;
+    const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+    for (int blk = bb0; blk < bb1; ++blk) {
+      float lv[32];
+      if (fastrow && (blk + 1) * kB <= P.V) {
+        uint4 cr[NJ];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+          cr[j] = *reinterpret_cast<const uint4*>(crow + blk * kB + j * 32 * VEC + lane * VEC);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const T* ce = reinterpret_cast<const T*>(&cr[j]);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = Elt<DT>::cvt(ce[e]);
+        }
+        // The banned column, if it lies in this block: one lane patches it (unrolled).
+        const int bo = P.banned - blk * kB;
+        if (bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane) {
+          const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
+#pragma unroll
+          for (int e = 0; e < 32; ++e)
+            if (e == idx) lv[e] = neg_inf();
+        }
+      } else {
+        load_block_l<DT, false>(P, q, row, blk, lane, lv);
+      }
+      block(blk, lv);
+    }
+  }
+}
+
+// Filtered rows after row_pass_kernel: one warp per row merges the
+// candidate lists and samples (finish_filtered).
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __grid_constant__ SampleParams P) {
+  pdl_sync();
+  __shared__ __align__(16) unsigned s_bins[kRowWarps][kWBins * 3];  // 256 counts + 256 u64 masses
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  const int row = blockIdx.x * (int)(blockDim.x >> 5) + wid;  // (blockDim.x <= kRowWarps * 32)
+  if (row >= P.num_rows) return;
+  const int r = find_request(P, row);
+  Req q = load_req(P, r);
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (!is_filtered(q, P.V)) return;
+  finish_filtered<DT>(P, q, row, lane, &s_bins[wid][0],
+                      reinterpret_cast<unsigned long long*>(&s_bins[wid][kWBins]));
+}
+
+// The outputs of an unfiltered row once its maximum Ml (first column amax, runner-up m2), sums
+// and token are known (one thread). lt: l of the token when the caller has it (the finishes
+// loaded it to score the token), NaN to re-read it (l is never NaN).
+
+}  // namespace ksample
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SAMPLE_FILTERED_CUH_

@@ -1,0 +1,197 @@
+// Host side of dds_sample: the workspace layout, the candidate-list shape, and launch_sample,
+// which queues the kernels that a SamplePlan (plan.h) names, in stream order. No decision is made
+// here that plan_sample does not make.
+#ifndef DDS_KERNELS_SAMPLE_LAUNCH_CUH_
+#define DDS_KERNELS_SAMPLE_LAUNCH_CUH_
+
+#include "plan.h"
+#include "probs.cuh"
+
+namespace dds {
+namespace ksample {
+
+// Candidate lists per block: capacity (a power of two) and first threshold level, by shape.
+// nblocks <= 2: every finite column (the list is the row); <= 8 blocks: 256 entries, tau = the
+// smallest lane maximum (all 32 lanes contribute); < 64 blocks: 64 entries, tau over pairs of
+// lanes (>= 16 lanes contribute); else 64 entries, tau over groups of 4 lanes (>= 8; ~20
+// columns of a Gaussian block are written, and the room to 64 keeps blocks from raising the
+// level, which would raise the row's bound U: simulated on sigma-2 rows at V = 151936, the
+// columns above U grow from ~390 to ~880 with 64 entries instead of 32).
+inline int cand_cap_for(int V) {
+  const int nb = (V + kB - 1) / kB;
+  if (nb <= 2) {
+    int c = 32;
+    while (c < V && c < kB) c <<= 1;
+    return c;
+  }
+  if (nb <= 8) return 256;
+  return 64;
+}
+inline int cand_lvl0_for(int V) {
+  const int nb = (V + kB - 1) / kB;
+  if (nb <= 2) return -1;
+  if (nb <= 8) return 0;
+  return nb < 64 ? 1 : 2;
+}
+
+// The sampling scratch, carved from the sampler's workspace (sized at dds_create from the
+// capacities). counters and the fallback counters are zeroed on the stream when a plan uses them.
+struct SampleWorkspace {
+  size_t counters, fb, recs, rowinfo, cand, kmass, fb_rows, total;
+  static size_t align(size_t x) { return (x + 255) & ~(size_t)255; }
+  SampleWorkspace(int max_rows, int V) {
+    const size_t rows = (size_t)(max_rows > 0 ? max_rows : 1);
+    const size_t nb = (size_t)((V + kB - 1) / kB);
+    counters = 0;
+    fb = align(counters + rows * sizeof(int));
+    recs = align(fb + 2 * sizeof(int));
+    rowinfo = align(recs + rows * nb * sizeof(BlockRec));
+    cand = align(rowinfo + rows * sizeof(RowInfo));
+    kmass = align(cand + rows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
+    fb_rows = align(kmass + rows * nb * sizeof(unsigned long long));
+    total = align(fb_rows + rows * sizeof(int));
+  }
+  // Points P's scratch fields into the workspace at `base`.
+  void bind(SampleParams& P, char* base) const {
+    P.counters = reinterpret_cast<int*>(base + counters);
+    P.recs = reinterpret_cast<BlockRec*>(base + recs);
+    P.rowinfo = reinterpret_cast<RowInfo*>(base + rowinfo);
+    P.cand = reinterpret_cast<int2*>(base + cand);
+    P.cand_cap = cand_cap_for(P.V);
+    P.cand_lvl0 = cand_lvl0_for(P.V);
+    P.kmass = reinterpret_cast<unsigned long long*>(base + kmass);
+    P.fb_rows = reinterpret_cast<int*>(base + fb_rows);
+    P.fb_count = reinterpret_cast<int*>(base + fb);
+    P.fb_done = reinterpret_cast<unsigned*>(base + fb + sizeof(int));
+  }
+};
+
+// The filter kernel's dynamic shared memory: FilterSmem, then the row (smem_row) or the long list
+// (kBigListCap ids and l values; 1024 threads of 64 registers leave one CTA per SM anyway).
+inline size_t filter_smem_bytes(int V, bool smem_row) {
+  return sizeof(FilterSmem) + (smem_row ? (size_t)V * sizeof(float) : (size_t)kBigListCap * 8);
+}
+
+// The largest dynamic shared memory any launch of the filter kernel asks for. Set once per
+// process and device, independent of the sampler's V (samplers of different V share the kernel).
+inline cudaError_t prepare_sample_kernels() {
+  const int bytes = (int)filter_smem_bytes(kSmemRowMax, true);
+  cudaError_t e = cudaFuncSetAttribute(filter_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(filter_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(filter_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return e;
+}
+
+// Queues one kernel on the stream.
+template <typename... KA, typename... A>
+inline void launch_kernel(cudaStream_t s, void (*k)(KA...), dim3 grid, dim3 block, size_t smem,
+                          A&&... a) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  (void)cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(a)...);
+}
+
+// The instantiation of a small kernel for V: groups held for the last block (small_groups_for).
+template <int DT, bool CTA>
+inline void launch_small_plain(cudaStream_t s, const SampleParams& P) {
+  const unsigned grid = CTA ? (unsigned)P.num_rows : (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps);
+  switch (small_groups_for<DT>(P.V)) {
+    case 0: launch_kernel(s, small_plain_kernel<DT, 0, CTA>, grid, kRowWarps * 32, 0, P); break;
+    case 1: launch_kernel(s, small_plain_kernel<DT, 1, CTA>, grid, kRowWarps * 32, 0, P); break;
+    default: launch_kernel(s, small_plain_kernel<DT, 32 / Elt<DT>::VEC, CTA>, grid, kRowWarps * 32, 0, P); break;
+  }
+}
+template <int DT, bool CTA>
+inline void launch_small_filter(cudaStream_t s, const SampleParams& P) {
+  const unsigned grid = CTA ? (unsigned)P.num_rows : (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps);
+  const unsigned nt = CTA ? kRowWarps * 32 : kSmallFiltWarps * 32;
+  switch (small_groups_for<DT>(P.V)) {
+    case 0: launch_kernel(s, small_filter_kernel<DT, 0, CTA>, grid, nt, 0, P); break;
+    case 1: launch_kernel(s, small_filter_kernel<DT, 1, CTA>, grid, nt, 0, P); break;
+    default: launch_kernel(s, small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA>, grid, nt, 0, P); break;
+  }
+}
+
+template <int DT>
+inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_t s) {
+  // The plan's choices that kernels read.
+  P.bpw = plan.bpw;
+  P.fbpw = DT == 0 ? 1 : plan.fbpw;
+  P.fuse_finish = plan.fuse_finish;
+  P.block_approx = 1;
+  P.direct_filter = plan.direct_filter;
+  P.pass_top2 = plan.pass_top2;
+  P.cf_wpc = plan.cf_wpc;
+  P.small_plain = plan.small_plain;
+  P.small_exact_all = plan.small_exact_all;
+  P.small_cta = plan.small_cta;
+  P.small_filter = plan.small_filter;
+  P.small_filter_cta = plan.small_filter_cta;
+  // Counters are zero at rest only within one operation (the workspace is shared with
+  // dds_verify_drafts), so a plan that uses them clears them on the stream (memset nodes under
+  // graph capture; no host synchronisation).
+  cudaError_t e = cudaSuccess;
+  if (plan.zero_counters) e = cudaMemsetAsync(P.counters, 0, (size_t)P.num_rows * sizeof(int), s);
+  if (e == cudaSuccess && plan.zero_fallback) e = cudaMemsetAsync(P.fb_count, 0, 2 * sizeof(int), s);
+  if (e != cudaSuccess) return e;
+  if (plan.run_plain) {  // unfiltered rows
+    if (plan.small_plain) {
+      if (plan.small_cta) launch_small_plain<DT, true>(s, P);
+      else launch_small_plain<DT, false>(s, P);
+    } else {
+      const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
+      const unsigned grid = (unsigned)((warps + kRowWarps - 1) / kRowWarps);
+      if (plan.fuse_finish) {
+        launch_kernel(s, plain_pass_kernel<DT, true>, grid, kRowWarps * 32, 0, P);
+      } else {
+        launch_kernel(s, plain_pass_kernel<DT, false>, grid, kRowWarps * 32, 0, P);
+        if (plan.finish_warp)
+          launch_kernel(s, plain_finish_warp_kernel<DT>, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps),
+                        kRowWarps * 32, 0, P);
+        else
+          launch_kernel(s, plain_finish_kernel<DT>, (unsigned)P.num_rows, kRowWarps * 32, 0, P);
+      }
+    }
+  }
+  if (plan.run_filter) {  // filtered rows
+    if (plan.small_filter) {
+      if (plan.small_filter_cta) launch_small_filter<DT, true>(s, P);
+      else launch_small_filter<DT, false>(s, P);
+    } else {
+      if (!plan.direct_filter) {  // candidates from the streaming pass, a warp per row's finish
+        const long long warps = (long long)P.num_rows * ((P.nblocks + P.fbpw - 1) / P.fbpw);
+        launch_kernel(s, row_pass_kernel<DT>, (unsigned)((warps + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, P);
+        launch_kernel(s, cand_finish_kernel<DT>, (unsigned)((P.num_rows + plan.cf_wpc - 1) / plan.cf_wpc),
+                      plan.cf_wpc * 32, 0, P);
+      }
+      P.smem_row = plan.smem_row;  // the rows left to the filter kernel
+      launch_kernel(s, filter_kernel<DT>, (unsigned)plan.filter_grid, kFilterThreads,
+                    filter_smem_bytes(P.V, plan.smem_row), P);
+    }
+  }
+  if (P.probs) {
+    const int chunks = (P.V + kProbsChunk - 1) / kProbsChunk;
+    launch_kernel(s, probs_kernel<DT>, (unsigned)((long long)P.num_rows * chunks), 256, 0, P, chunks);
+  }
+  if (P.request_status) launch_kernel(s, status_kernel, (P.num_requests + 127) / 128, 128, 0, P);
+  return cudaGetLastError();
+}
+
+// The one dtype dispatch of dds_sample: 0 f32, 1 bf16, 2 f16.
+inline cudaError_t launch_sample(int dtype, const SampleParams& P, const SamplePlan& plan, cudaStream_t s) {
+  switch (dtype) {
+    case 0: return launch_sample_dt<0>(P, plan, s);
+    case 1: return launch_sample_dt<1>(P, plan, s);
+    default: return launch_sample_dt<2>(P, plan, s);
+  }
+}
+
+}  // namespace ksample
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SAMPLE_LAUNCH_CUH_

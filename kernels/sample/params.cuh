@@ -1,0 +1,125 @@
+// The parameter block of a dds_sample launch (SampleParams), the per-block record of the row
+// passes (BlockRec), the per-row record of the probabilities pass (RowInfo), shape constants.
+#ifndef DDS_KERNELS_SAMPLE_PARAMS_CUH_
+#define DDS_KERNELS_SAMPLE_PARAMS_CUH_
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <cfloat>
+#include <type_traits>
+
+#include "../common/dtype.h"
+#include "../common/rng.h"
+#include "../common/warp.cuh"
+#include "plan.h"
+
+namespace dds {
+namespace ksample {
+
+
+using namespace kwarp;  // Top2, warp reductions, argmax_merge, approx_gumbel (kernels/warp.cuh)
+
+constexpr int kHistBins = 2048;
+constexpr int kProbsChunk = 8192;  // columns per CTA of probs_kernel
+
+// Per-block record of the row pass (32 bytes).
+struct BlockRec {
+  float maxl;    // max of l over the block's finite columns (-inf: none)
+  float second;  // second largest l (multiset: equals maxl on a tie)
+  int amax;      // first column with l == maxl
+  float sa;      // sum exp(a - ma), ma = xform(maxl)
+  float ea;      // sum exp(a - ma) * (a - ma)
+  float sl;      // sum exp(l - maxl)
+  float el;      // sum exp(l - maxl) * (l - maxl)
+  int pad;
+};
+
+// What the probs kernel needs per row.
+struct RowInfo {
+  double logS;   // log sum exp(x - M) over the support (stats as (x - M) - logS, docs §5)
+  float M;       // max x over the support
+  int mode;      // 0: softmax(x) over K0; 1: one-hot `token`; 2: filtered prefix; 3: zeros
+  int use_a;     // mode 0: x = a (processed) or l (guided)
+  float invT;
+  int token;
+  uint32_t kthr; // mode 2: keep key > kthr || (key == kthr && t <= cid), and a >= amin
+  int cid;
+  float amin;
+  int empty;
+};
+
+struct SampleParams {
+  int V, nblocks, num_rows, num_requests;
+  const int32_t* row_offsets;
+  const int32_t* positions;
+  const void* logits;
+  long long row_stride;
+  const void* uncond;
+  long long uncond_stride;
+  int uncond_num_rows;
+  const int32_t* uncond_row_offsets;
+  const float* gs;
+  float g;
+  const float* temps;
+  float temp;
+  const int32_t* ks;
+  int k;
+  const float* ps;
+  float p;
+  const float* minps;
+  float minp;
+  const uint64_t* seeds;
+  uint64_t seed;
+  const uint32_t* steps;
+  uint32_t step;
+  int banned;
+  int stats_guided;
+  int want_stats;
+  int32_t* tokens;
+  float* logprobs;
+  int32_t* argmax;
+  float* confidence;
+  float* margin;
+  float* entropy;
+  void* probs;
+  int probs_dtype;
+  long long probs_stride;
+  int32_t* request_status;
+  int vec_ok;
+  int smem_row;  // filter kernel: row held in shared memory
+  int bpw;    // plain pass: consecutive blocks of one row per warp (launch_sample_dt)
+  int fbpw;   // filtered pass (row_pass_kernel, 16-bit dtypes): consecutive blocks per warp
+  // plain pass: the row's last warp finishes it (finish_plain_warp) instead of a finish kernel;
+  // with several warps per row, counters[row] (zeroed on the stream before the launch) counts
+  // the warps done.
+  int fuse_finish;
+  int block_approx;  // finish_plain_warp: block scores pre-selected in fp32
+  int direct_filter;  // filtered rows: filter_kernel, a CTA per row (no candidate lists)
+  int pass_top2;      // row_pass_kernel records each block's first argmax and runner-up
+  int cf_wpc;         // cand_finish_kernel: warps (rows) per CTA, 1..kRowWarps (0: cand_finish_wpc)
+  int small_plain;    // unfiltered rows of V <= 2048: small_plain_kernel (no pass + finish)
+  int small_exact_all;  // tests: small_plain_kernel scores every column exactly (its rare path)
+  int small_cta;      // small_plain_kernel with a CTA per row (small_cta_default)
+  int small_filter;   // filtered rows of V <= 2048: small_filter_kernel (no lists, no fallback)
+  int small_filter_cta;  // small_filter_kernel with a CTA per row (small_filter_cta_default)
+  int pdl;               // launch_sample_dt: programmatic dependent launch between the kernels
+  int* counters;
+  BlockRec* recs;
+  RowInfo* rowinfo;
+  // Candidates from the streaming pass: per (row, block) a list of cand_cap
+  // entries {column, l bits}; per (row, block) kept masses; rows left to the filter kernel.
+  int2* cand;
+  int cand_cap;   // entries per block list (power of two)
+  int cand_lvl0;  // first threshold level (-1: every finite column)
+  unsigned long long* kmass;
+  int* fb_rows;
+  int* fb_count;
+  unsigned* fb_done;
+};
+
+}  // namespace ksample
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SAMPLE_PARAMS_CUH_

@@ -1,0 +1,147 @@
+// The launch plan of a dds_sample call: which kernels run and in which shape, as a pure function
+// of the call's shape and the device (plan_sample). The launcher (launch.cuh), the host emulation
+// (tests/emu) and the tests all take their decisions from here; nothing else decides. No output
+// depends on the plan (every kernel shape computes the same bits; the tests compare them), only
+// the time does. Host code only, no CUDA headers.
+#ifndef DDS_KERNELS_SAMPLE_PLAN_H_
+#define DDS_KERNELS_SAMPLE_PLAN_H_
+
+#include "../common/rng.h"  // kBlockSize
+
+namespace dds {
+namespace ksample {
+
+constexpr int kB = kBlockSize;  // 1024
+constexpr int kRowWarps = 8;    // warps per CTA of the row kernels
+constexpr int kFilterThreads = 1024;
+constexpr int kSmemRowMax = 40960;  // filter_kernel holds rows up to this many columns in smem
+constexpr int kFilteredBpwMax = 4;  // row_pass_kernel, 16-bit logits: blocks per warp, at most
+constexpr int kDefaultSms = 132;    // the H200's SM count: used when the device's is unknown
+
+// What the plan depends on: the call's host-visible shape and the device.
+struct SampleShape {
+  int V = 0;
+  int num_rows = 0;
+  int dtype = 0;           // 0 f32, 1 bf16, 2 f16
+  bool run_plain = true;   // unfiltered rows may occur (from the host-visible scalars)
+  bool run_filter = false; // filtered rows may occur
+  int num_sms = kDefaultSms;
+};
+
+struct SamplePlan {
+  int nblocks = 0;
+  // Unfiltered rows.
+  bool small_plain = false;  // V <= 2048: small_plain_kernel (pass and finish in one launch)
+  bool small_cta = false;    //   with a CTA per row (else a warp per row)
+  int bpw = 1;               // plain_pass_kernel: consecutive blocks of a row per warp
+  bool fuse_finish = false;  // the row's last pass warp finishes it (no finish kernel)
+  bool finish_warp = false;  // separate finish: plain_finish_warp_kernel (else a CTA per row)
+  bool zero_counters = false;  // fused finish with several warps per row: counters zeroed first
+  // Filtered rows.
+  bool small_filter = false;      // V <= 2048: small_filter_kernel (no lists, no fallback)
+  bool small_filter_cta = false;  //   with a CTA per row
+  bool direct_filter = false;     // every filtered row to filter_kernel (no candidate lists)
+  int fbpw = 1;                   // row_pass_kernel: consecutive blocks per warp (16-bit dtypes)
+  bool pass_top2 = false;         // row_pass_kernel records each block's argmax and runner-up
+  int cf_wpc = kRowWarps;         // cand_finish_kernel: warps (rows) per CTA
+  bool smem_row = false;          // filter_kernel holds the row in shared memory
+  int filter_grid = 0;            // filter_kernel CTAs (fallback rows: a grid-stride loop)
+  bool zero_fallback = false;     // the fallback list's counters zeroed first
+  // Tests only: small_plain_kernel scores every column of the winning block exactly.
+  bool small_exact_all = false;
+  // Derived launch shapes.
+  bool run_plain = false, run_filter = false;
+};
+
+// Non-default choices for tests, the emulation and the benchmark's A/B runs (never set by the
+// library itself): -1 keeps the rule, another value forces the choice (0/1 for the flags).
+struct SamplePlanOverrides {
+  int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
+      fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1;
+};
+
+// Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
+// plain 93.5 -> 106.2 us with 16, 512 x 32000 bf16 42.8 -> 48.2 us), fewer while that would leave
+// fewer than 2048 warps.
+inline int plain_bpw(int num_rows, int nblocks) {
+  int bpw = num_rows < 1024 ? 8 : 16;
+  while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
+  return bpw;
+}
+// Consecutive blocks per warp of row_pass_kernel: f32 takes one (several measured slower: 4096 x
+// 262144 top-k 1231 -> 1348 us); 16-bit logits up to kFilteredBpwMax (4096 x 262144 bf16 top-k
+// 1134 -> 960 us, min-p 1276 -> 1107), fewer while that would leave fewer than 2048 warps, one for
+// rows of <= 2 blocks (their lists hold every column: 4096 x 1025 bf16 min-p 143 us with one, 163
+// with two).
+inline int filtered_bpw(int dtype, int num_rows, int nblocks) {
+  if (dtype == 0 || nblocks <= 2) return 1;
+  int bpw = kFilteredBpwMax;
+  while (bpw > 1 && (long long)num_rows * ((nblocks + bpw - 1) / bpw) < 2048) bpw >>= 1;
+  return bpw;
+}
+// From 1024 rows, rows that one warp streams whole are finished by that warp inside the pass (a
+// warp per row finishes them anyway); fewer rows keep the separate finish.
+inline bool plain_fuse_default(int num_rows, int nblocks) {
+  const int bpw = plain_bpw(num_rows, nblocks);
+  return num_rows >= 1024 && (nblocks + bpw - 1) / bpw == 1;
+}
+// Small grids (<= 4096 row blocks) are latency-bound: the filtered pass then also records each
+// block's first argmax and runner-up, sparing the finish a dependent re-read (256 x 1025 top-k
+// 51.6 -> 57.8 us without it); large grids are ALU-bound and skip that work (4096 x 262144 bf16
+// top-k 50 1631 -> 1247 us without it). Exact either way (max / min only).
+inline bool pass_top2_default(int num_rows, int nblocks) {
+  return (long long)num_rows * nblocks <= 4096;
+}
+// cand_finish_kernel: a warp per row, kRowWarps rows per CTA, fewer while that would leave SMs
+// without a row (each row's finish is a latency chain; the warps of a CTA share one SM).
+inline int cand_finish_wpc(int num_rows, int num_sms) {
+  int wpc = kRowWarps;
+  while (wpc > 1 && (long long)((num_rows + wpc - 1) / wpc) < num_sms) wpc >>= 1;
+  return wpc;
+}
+// small_plain_kernel: a CTA per row (its warps share the token pass) while the rows fit two CTAs
+// per SM; a warp per row beyond.
+inline bool small_cta_default(int num_rows, int num_sms) { return num_rows <= 2 * num_sms; }
+// small_filter_kernel: a CTA per row up to 4 x SMs rows (f32 1025 columns, warp -> CTA per row:
+// 256 rows top-p 59.1 -> 30.2 us, top-k 33.3 -> 23.4; 528 rows top-p 58.3 -> 50.0, top-k 33.0 ->
+// 38.1; 1024 rows top-p 61.2 -> 87.3).
+inline bool small_filter_cta_default(int num_rows, int num_sms) { return num_rows <= 4 * num_sms; }
+
+inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o = {}) {
+  auto pick = [](int forced, bool rule) { return forced >= 0 ? forced != 0 : rule; };
+  const int sms = s.num_sms > 0 ? s.num_sms : kDefaultSms;
+  SamplePlan p;
+  p.nblocks = (s.V + kB - 1) / kB;
+  p.run_plain = s.run_plain;
+  p.run_filter = s.run_filter;
+  const bool small = p.nblocks <= 2;
+  // Unfiltered rows.
+  p.small_plain = pick(o.small_plain, true) && small;
+  p.small_cta = pick(o.cta, small_cta_default(s.num_rows, sms));
+  p.small_exact_all = pick(o.exact_all, false);
+  p.bpw = o.bpw > 0 ? o.bpw : plain_bpw(s.num_rows, p.nblocks);
+  p.fuse_finish = s.run_plain && !p.small_plain && pick(o.fuse, plain_fuse_default(s.num_rows, p.nblocks));
+  p.finish_warp = s.num_rows >= 1024;
+  p.zero_counters = p.fuse_finish && (p.nblocks + p.bpw - 1) / p.bpw > 1;
+  // Filtered rows. The direct form (every filtered row to filter_kernel) is faster on some small
+  // problems but sums a row's statistics in another order than the lists' finish, so choosing it
+  // by the row count would make a request's logprob / entropy depend on the batch it rides in:
+  // it is a test choice only.
+  p.direct_filter = pick(o.direct, false);
+  p.small_filter = pick(o.small_filter, true) && small && !p.direct_filter;
+  p.small_filter_cta = pick(o.cta, small_filter_cta_default(s.num_rows, sms));
+  p.fbpw = o.fbpw > 0 && s.dtype != 0 ? o.fbpw : filtered_bpw(s.dtype, s.num_rows, p.nblocks);
+  p.pass_top2 = pick(o.top2, pass_top2_default(s.num_rows, p.nblocks));
+  p.cf_wpc = o.cf_wpc > 0 && o.cf_wpc <= kRowWarps ? o.cf_wpc : cand_finish_wpc(s.num_rows, sms);
+  p.smem_row = pick(o.smem_row, s.V <= kSmemRowMax);
+  p.filter_grid = s.num_rows;
+  if (!p.direct_filter && p.filter_grid > 2 * sms) p.filter_grid = 2 * sms;
+  if (o.filter_grid > 0 && !p.direct_filter) p.filter_grid = o.filter_grid;
+  p.zero_fallback = s.run_filter && !p.direct_filter && !p.small_filter;
+  return p;
+}
+
+}  // namespace ksample
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SAMPLE_PLAN_H_

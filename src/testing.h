@@ -1,0 +1,24 @@
+// Internal hooks for the tests, the host emulation and the benchmark's A/B runs; not part of the
+// ABI (hidden, not exported from libdds.so: link the static dds_internal to use them).
+#ifndef DDS_SRC_TESTING_H_
+#define DDS_SRC_TESTING_H_
+
+#include "dds/dds.h"
+#include "sample/plan.h"
+
+namespace dds {
+namespace testing {
+
+// Forces choices of dds_sample's launch plan on a CUDA sampler (kernels/sample/plan.h); every
+// output stays the same bits, only the kernels that compute them change. Returns
+// DDS_ERR_UNSUPPORTED for a sampler without a launch plan (the CPU backend).
+dds_status set_sample_plan(dds_sampler* s, const ksample::SamplePlanOverrides& o);
+
+// Parses "key=value,..." (keys: the fields of SamplePlanOverrides; "default" alone: none) into o.
+// Returns false and names the bad key in *err on a syntax error.
+bool parse_sample_plan(const char* text, ksample::SamplePlanOverrides* o, const char** err);
+
+}  // namespace testing
+}  // namespace dds
+
+#endif  // DDS_SRC_TESTING_H_
