@@ -11,12 +11,9 @@ namespace testing {
 
 // Forces choices of dds_sample's launch plan on a CUDA sampler (kernels/sample/plan.h); every
 // output stays the same bits, only the kernels that compute them change. Returns
-// DDS_ERR_UNSUPPORTED for a sampler without a launch plan (the CPU backend).
+// DDS_ERR_UNSUPPORTED for a sampler without a launch plan (the CPU backend). Command lines
+// give the overrides as text: ksample::parse_plan_overrides.
 dds_status set_sample_plan(dds_sampler* s, const ksample::SamplePlanOverrides& o);
-
-// Parses "key=value,..." (keys: the fields of SamplePlanOverrides; "default" alone: none) into o.
-// Returns false and names the bad key in *err on a syntax error.
-bool parse_sample_plan(const char* text, ksample::SamplePlanOverrides* o, const char** err);
 
 }  // namespace testing
 }  // namespace dds

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../common/launch.cuh"
 #include "../common/rng.h"
 
 namespace dds {
@@ -328,7 +329,7 @@ inline size_t workspace_bytes(int32_t max_rows) {
 }
 
 inline cudaError_t launch_reveal(const Params& p, cudaStream_t stream) {
-  reveal_kernel<<<p.num_requests, kThreads, 0, stream>>>(p);
+  launch_kernel(stream, reveal_kernel, (unsigned)p.num_requests, kThreads, 0, p);
   return cudaGetLastError();
 }
 

@@ -14,7 +14,6 @@ constexpr int kCandCap = 4096;  // candidate list of the filter kernel (ids + l 
 // Rows longer than kSmemRowMax are not held in shared memory: that space then holds a longer list
 // (the boundary digit's columns of a wide top-p nucleus), ids then l values.
 constexpr int kBigListCap = kSmemRowMax / 2;
-constexpr bool kFilterCtaList = true;  // filter kernel: in-CTA candidate list (top-k / short rows)
 
 struct FilterSmem {
   float tmax[kFilterThreads];  // per-thread maxima of l (pass 1)
@@ -350,7 +349,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   // maximum (those are k distinct columns); when the row has few finite columns, all of them.
   // The list (in shared memory) then replaces the row for every selection pass and the sums.
   bool cand = false;
-  if (kFilterCtaList && ((q.k > 0 && q.k < n0) || n0 <= kCandCap)) {
+  if ((q.k > 0 && q.k < n0) || n0 <= kCandCap) {
     uint32_t tau = 0;
     if (q.k > 0 && q.k < n0 && q.k <= n_tf && n0 > kCandCap) {
       CandSrc ts{nullptr, sm.tmax, (int)blockDim.x};
@@ -772,7 +771,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 template <int DT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
   pdl_sync();
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  DDS_DYNAMIC_SMEM(smem_raw);
   if (!P.direct_filter) {
     const int n = min((int)*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);
     for (int i = blockIdx.x; i < n; i += gridDim.x) {

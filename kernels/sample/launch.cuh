@@ -4,6 +4,7 @@
 #ifndef DDS_KERNELS_SAMPLE_LAUNCH_CUH_
 #define DDS_KERNELS_SAMPLE_LAUNCH_CUH_
 
+#include "../common/launch.cuh"
 #include "plan.h"
 #include "probs.cuh"
 
@@ -82,18 +83,6 @@ inline cudaError_t prepare_sample_kernels() {
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(filter_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   return e;
-}
-
-// Queues one kernel on the stream.
-template <typename... KA, typename... A>
-inline void launch_kernel(cudaStream_t s, void (*k)(KA...), dim3 grid, dim3 block, size_t smem,
-                          A&&... a) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  (void)cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(a)...);
 }
 
 // The instantiation of a small kernel for V: groups held for the last block (small_groups_for).

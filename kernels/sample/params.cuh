@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <type_traits>
 
+#include "../common/device.cuh"
 #include "../common/dtype.h"
 #include "../common/rng.h"
 #include "../common/warp.cuh"

@@ -6,6 +6,9 @@
 #ifndef DDS_KERNELS_SAMPLE_PLAN_H_
 #define DDS_KERNELS_SAMPLE_PLAN_H_
 
+#include <cstdlib>
+#include <cstring>
+
 #include "../common/rng.h"  // kBlockSize
 
 namespace dds {
@@ -106,6 +109,41 @@ inline bool small_cta_default(int num_rows, int num_sms) { return num_rows <= 2 
 // 256 rows top-p 59.1 -> 30.2 us, top-k 33.3 -> 23.4; 528 rows top-p 58.3 -> 50.0, top-k 33.0 ->
 // 38.1; 1024 rows top-p 61.2 -> 87.3).
 inline bool small_filter_cta_default(int num_rows, int num_sms) { return num_rows <= 4 * num_sms; }
+
+// Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
+// the tests' and tools' command lines. Returns false with *err at the bad item.
+inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const char** err) {
+  struct Key {
+    const char* name;
+    int SamplePlanOverrides::*field;
+  };
+  static const Key keys[] = {
+      {"small_plain", &SamplePlanOverrides::small_plain}, {"small_filter", &SamplePlanOverrides::small_filter},
+      {"cta", &SamplePlanOverrides::cta},                 {"bpw", &SamplePlanOverrides::bpw},
+      {"fuse", &SamplePlanOverrides::fuse},               {"direct", &SamplePlanOverrides::direct},
+      {"fbpw", &SamplePlanOverrides::fbpw},               {"top2", &SamplePlanOverrides::top2},
+      {"cf_wpc", &SamplePlanOverrides::cf_wpc},           {"smem_row", &SamplePlanOverrides::smem_row},
+      {"exact_all", &SamplePlanOverrides::exact_all},     {"filter_grid", &SamplePlanOverrides::filter_grid},
+  };
+  *o = SamplePlanOverrides{};
+  for (const char* p = text; p && *p;) {
+    const char* end = std::strchr(p, ',');
+    const size_t n = end ? (size_t)(end - p) : std::strlen(p);
+    if (!(n == 7 && std::strncmp(p, "default", 7) == 0)) {
+      const char* eq = static_cast<const char*>(std::memchr(p, '=', n));
+      const Key* k = nullptr;
+      for (const Key& c : keys)
+        if (eq && std::strlen(c.name) == (size_t)(eq - p) && std::strncmp(p, c.name, eq - p) == 0) k = &c;
+      if (!k) {
+        if (err) *err = p;
+        return false;
+      }
+      o->*(k->field) = std::atoi(eq + 1);
+    }
+    p = end ? end + 1 : nullptr;
+  }
+  return true;
+}
 
 inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o = {}) {
   auto pick = [](int forced, bool rule) { return forced >= 0 ? forced != 0 : rule; };

@@ -195,12 +195,6 @@ __device__ __forceinline__ uint32_t pmax_nan(uint32_t a, uint32_t b) {
   return lo | (hi << 16);
 #endif
 }
-// 2^x (MUFU.EX2, flushes results below 2^-126 to 0).
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Loads the VEC values of columns [c0, c0 + VEC) of a row; columns >= V read as -inf.
 template <int DT>

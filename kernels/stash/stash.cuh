@@ -54,6 +54,8 @@
 
 #include <type_traits>
 
+#include "../common/device.cuh"
+
 namespace dds {
 namespace stash {
 
@@ -118,16 +120,10 @@ __host__ __device__ inline int64_t partial_bytes(int32_t n) {
   return align16(16 + (int64_t)list_len(n) * 8 + (int64_t)(n + 1) * 4);
 }
 
-#if defined(__CUDACC__)
 
 constexpr float kInf = __builtin_huge_valf();
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 // NaN -> -inf, +inf -> FLT_MAX, times invT, +inf -> FLT_MAX (exactly the CPU's order).
 __device__ __forceinline__ float full_value(float x, float invT) {
   x = fminf(fmaxf(x, -kInf), FLT_MAX);
@@ -337,7 +333,7 @@ struct WarpMem {
 // processed, instead of v2's rolling pipeline): the same outputs in all three (see the top).
 template <typename T, bool COUNT, int MINB, int V2 = 0>
 __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  DDS_DYNAMIC_SMEM(smem);
   __shared__ int32_t scan_tmp[kMaxWarps + 1];
   int32_t* cum = reinterpret_cast<int32_t*>(smem);
   const int R = P.num_requests;
@@ -1141,7 +1137,6 @@ __global__ void __launch_bounds__(256, MINB) stash_kernel(const Params P) {
   }
 }
 
-#endif  // __CUDACC__
 
 }  // namespace stash
 }  // namespace dds

@@ -29,6 +29,7 @@
 #include <cfloat>
 
 #include "../common/dtype.h"
+#include "../common/launch.cuh"
 #include "../common/rng.h"
 
 namespace dds {
@@ -691,13 +692,13 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
 
 inline cudaError_t launch_verify(const Params& P, cudaStream_t stream) {
   const int64_t rows = (int64_t)P.num_requests * (2 * P.n + 1);
-  row_kernel<<<(unsigned)rows, kRowThreads, 0, stream>>>(P);
+  launch_kernel(stream, row_kernel, (unsigned)rows, kRowThreads, 0, P);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   const int64_t chunks = (P.nblocks + kBlockWarps - 1) / kBlockWarps;
-  block_kernel<<<(unsigned)(chunks * P.num_requests), kBlockWarps * 32, 0, stream>>>(P);
+  launch_kernel(stream, block_kernel, (unsigned)(chunks * P.num_requests), kBlockWarps * 32, 0, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  finish_kernel<<<(unsigned)P.num_requests, kFinishThreads, 0, stream>>>(P);
+  launch_kernel(stream, finish_kernel, (unsigned)P.num_requests, kFinishThreads, 0, P);
   return cudaGetLastError();
 }
 

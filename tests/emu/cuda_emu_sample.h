@@ -6,7 +6,7 @@
 #include <climits>
 using std::isfinite;
 #define __noinline__
-#define __align__(n)
+#define __align__(n) __attribute__((aligned(n)))
 struct alignas(8) int2 { int x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 inline int2 make_int2(int x, int y) { return int2{x, y}; }

@@ -1,9 +1,9 @@
-// Host-emulated CUDA dds_reveal (kernels/reveal.cuh) against the CPU backend; see run.sh.
-#include "cuda_emu.h"
+// Host-emulated CUDA dds_reveal (kernels/reveal/reveal.cuh) against the CPU backend; see run.sh.
+#include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
-#include "reveal.h"
+#include "reveal/reveal.cuh"
 #include <dds/dds.h>
 #include <cstdio>
 #include <random>

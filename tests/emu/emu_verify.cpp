@@ -1,10 +1,10 @@
-// Host-emulated CUDA dds_verify_drafts (kernels/verify.cuh) against the CPU backend; see run.sh.
-#include "cuda_emu.h"
+// Host-emulated CUDA dds_verify_drafts (kernels/verify/verify.cuh) against the CPU backend; see run.sh.
+#include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
-#include "verify.h"
-#include "reveal.h"
+#include "verify/verify.cuh"
+#include "reveal/reveal.cuh"
 #include <dds/dds.h>
 #include <cstdio>
 #include <random>

@@ -1,0 +1,24 @@
+// How every operation's launcher queues a kernel: cudaLaunchKernelEx with the grid, block and
+// dynamic shared memory on the caller's stream. (The host emulation, tests/emu, provides
+// cudaLaunchKernelEx and runs the kernel there, so the launchers are the same code in both.)
+#ifndef DDS_KERNELS_COMMON_LAUNCH_CUH_
+#define DDS_KERNELS_COMMON_LAUNCH_CUH_
+
+#include <cuda_runtime.h>
+
+namespace dds {
+
+template <typename... KA, typename... A>
+inline void launch_kernel(cudaStream_t s, void (*k)(KA...), dim3 grid, dim3 block, size_t smem,
+                          A&&... a) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  (void)cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(a)...);
+}
+
+}  // namespace dds
+
+#endif  // DDS_KERNELS_COMMON_LAUNCH_CUH_
