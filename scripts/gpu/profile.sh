@@ -23,7 +23,7 @@ set -u -o pipefail
 . "$(dirname "$0")/lib.sh"
 [ $# -eq 4 ] || dds_gpu_die "usage: scripts/gpu/profile.sh BUILD OUT_DIR sample|stash 'SHAPE;...'"
 B=$(dds_gpu_abs_build "$1")
-mkdir -p "$2" && OUT=$(cd "$2" && pwd)
+mkdir -p "$2" && out=$(cd "$2" && pwd)
 op=$3
 case $op in
   sample | stash) prog=$(dds_gpu_bin "$B" "dds_profile_$op") || dds_gpu_die "no dds_profile_$op in $B" ;;
@@ -48,16 +48,16 @@ for s in "${shapes[@]}"; do
   ncu --clock-control none "${sel[@]}" --section SpeedOfLight --section LaunchStats \
     --section Occupancy --section WarpStateStats --section SchedulerStats \
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis "${src[@]}" \
-    -o "$OUT/rep_$tag" -f "$prog" $(args 4) ${FLAGS:-} >"$OUT/ncu_$tag.log" 2>&1 ||
-    { tail -5 "$OUT/ncu_$tag.log"; continue; }
-  ncu -i "$OUT/rep_$tag.ncu-rep" --print-details all >"$OUT/ncu_$tag.txt" 2>&1
+    -o "$out/rep_$tag" -f "$prog" $(args 4) ${FLAGS:-} >"$out/ncu_$tag.log" 2>&1 ||
+    { tail -5 "$out/ncu_$tag.log"; continue; }
+  ncu -i "$out/rep_$tag.ncu-rep" --print-details all >"$out/ncu_$tag.txt" 2>&1
   grep -E '^  [a-z_]+.*(\(|<)|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per Thread|Issued Warp|No Eligible|Warp Cycles Per Issued|Local Memory Spill' \
-    "$OUT/ncu_$tag.txt" | head -40
+    "$out/ncu_$tag.txt" | head -40
   if [ "${SOURCE:-0}" = 1 ]; then
-    ncu -i "$OUT/rep_$tag.ncu-rep" --page source --csv --print-source sass >"$OUT/src.csv" 2>/dev/null
-    python3 "$here/ncu-digest.py" "$OUT/src.csv" "${TOP:-40}" >"$OUT/ncu_${tag}_sass.txt" 2>&1
-    gzip -c "$OUT/src.csv" >"$OUT/ncu_${tag}_sass.csv.gz"
-    rm -f "$OUT/src.csv"
+    ncu -i "$out/rep_$tag.ncu-rep" --page source --csv --print-source sass >"$out/src.csv" 2>/dev/null
+    python3 "$here/ncu-digest.py" "$out/src.csv" "${TOP:-40}" >"$out/ncu_${tag}_sass.txt" 2>&1
+    gzip -c "$out/src.csv" >"$out/ncu_${tag}_sass.csv.gz"
+    rm -f "$out/src.csv"
   fi
-  rm -f "$OUT/rep_$tag.ncu-rep"
+  rm -f "$out/rep_$tag.ncu-rep"
 done
