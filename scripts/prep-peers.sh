@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prepares, here (PyPI reachable, CUDA toolkit with nvcc, no GPU needed), the two ignored folders
-# from which bench/peers/run.py loads the third-party peers on the GPU machine (no network there),
-# from pinned PyPI releases, so that nothing of theirs is committed and no device time is spent
-# compiling:
+# Prepares, on a machine that reaches PyPI and has the CUDA toolkit (no GPU needed), the two
+# ignored folders from which bench/peers/run.py loads the third-party peers on the GPU machine (no
+# network there), from pinned PyPI releases, so that nothing of theirs is committed and nothing is
+# compiled on the GPU machine:
 #
 #   .vllm/  vLLM's own files (from vllm wheels, nothing else of vLLM), one tree per release:
 #           .vllm/<version>/vllm/v1/worker/gpu/sample/gumbel.py      model-runner-v2 Gumbel sampler
@@ -22,7 +22,7 @@
 #             site/tvm_ffi/         apache-tvm-ffi for CPython 3.12 (the GPU machine's Python)
 #             VERSION
 #
-# Then the device call carries ".fi" (or the packed ".fi.tar.xz") and ".vllm" too, and
+# Copy ".fi" (or the packed ".fi.tar.xz") and ".vllm" with the checkout to the GPU machine;
 # bench/peers/run.py finds them by itself (it puts .fi and .fi/site on sys.path).
 #
 # Environment: PREP_PY   a Python with torch to run FlashInfer's build with (default: a venv made
@@ -133,7 +133,7 @@ EOF
   printf '%s (sampling + topk prebuilt for sm_90a, nvcc %s)\napache-tvm-ffi %s\n' \
     "$FI_VERSION" "$(nvcc --version | grep -o 'release [0-9.]*' | cut -d' ' -f2)" \
     "$TVM_FFI_VERSION" > .fi/VERSION
-  # The same, packed (about half the size): carry .fi.tar.xz instead of .fi when room is short;
+  # The same, packed (about half the size): copy .fi.tar.xz instead of .fi when room is short;
   # bench/peers/flashinfer_peers.py unpacks it when .fi/ is absent.
   tar -cf - .fi | xz -9 -T"${JOBS:-2}" > .fi.tar.xz
 fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Join ncu's per-SASS-instruction counters (scripts/ncu-filter.sh KEEP_CSV=1) with the line
-info of `nvdisasm -g -gi` over the same cubin: executed warp instructions and stall samples per
-source line (innermost line of this repo, and the line of the kernel's own body it is inlined
-into). Usage: sass-lines.py ALL.sass MANGLED_KERNEL CSV[.gz] [N]
-  ALL.sass: nvdisasm -g -gi build/.../cuda_sample.sm_90.cubin (cuobjdump -xelf all libdds.so)"""
+"""Join ncu's per-SASS-instruction counters (the *_sass.csv.gz of scripts/gpu/profile.sh with
+SOURCE=1) with the line info of `nvdisasm -g -gi` over the same cubin: executed warp
+instructions and stall samples per source line (innermost line of this repo, and the line of the
+kernel's own body it is inlined into). Usage: sass-lines.py ALL.sass MANGLED_KERNEL CSV[.gz] [N]
+  ALL.sass: nvdisasm -g -gi over the kernel's cubin (cuobjdump -xelf all libdds.so.0 extracts
+  the cubins; the build compiles with -lineinfo)"""
 import csv, gzip, re, sys
 from collections import defaultdict
 sass, fn, path = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Digest of an ncu source-page CSV (ncu -i rep --page source --csv --print-source cuda|sass):
-the rows with the most executed instructions and the most warp-stall samples, so that a
-profile too large to copy off the GPU machine can be read as text. Usage: ncu-src-digest.py CSV [N]"""
+the rows with the most executed instructions and the most warp-stall samples, as text (used by
+scripts/gpu/profile.sh with SOURCE=1). Usage: ncu-digest.py CSV [N]"""
 import csv, sys
 path = sys.argv[1]; n = int(sys.argv[2]) if len(sys.argv) > 2 else 40
 rows = list(csv.reader(open(path, newline='', errors='replace')))

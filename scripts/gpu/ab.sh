@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# A/B of two libdds builds on one GPU, in one run: the same outputs, bit for bit, and the time.
+#
+#   scripts/gpu/ab.sh OLD NEW OUT_DIR
+#
+# OLD and NEW are each a CUDA build (a CMake build folder or the flat .gpu-artifacts/build of
+# scripts/gpu/prep.sh) or a git revision of this repository, which is then built first with
+# scripts/gpu/build.sh into $AB_WORK/<revision> (default /tmp/dds-ab; needs the CUDA toolkit). Each
+# side runs its own programs with its own library. Run on the GPU machine from a checkout.
+#
+# Steps (STEPS="cmp-sample bench" runs those only; each writes OUT_DIR/<step>.log):
+#   cmp-sample  dds_profile_sample of OLD and of NEW on every shape of SAMPLE_SHAPES, the outputs of
+#               the last call (tokens, argmax, log-prob, confidence, margin, entropy) compared
+#               byte for byte; one line per shape: "same", "DIFFER" or "FAILED"
+#   cmp-stash   the same with dds_profile_stash (ids, log-probs, ranks) on STASH_SHAPES
+#   bench       dds_bench of OLD and NEW, alternating (OLD NEW, then NEW OLD with REPEATS=2, ...),
+#               merged by scripts/gpu/bench-ab.py into OUT_DIR/bench-ab.md: per row the median
+#               time of each side and NEW / OLD, rows more than AB_TOLERANCE (default 0.03)
+#               slower marked
+# The exit status is non-zero if a step failed, an output differs or a row is marked slower.
+#
+# Environment:
+#   SAMPLE_SHAPES  ';'-separated "dtype V rows scenario temperature" (dds_profile_sample's
+#                  arguments; scenario plain|guided|topk|topp|minp|mix). Default: the dds_bench
+#                  grid (f32 / bf16, V 1025 / 32000 / 151936 / 262144, 8 / 256 / 4096 rows, every
+#                  scenario at T = 1, top-p also at T = 0.5 / 0.25, greedy plain) and the shapes at
+#                  the launch plan's boundaries (V 2048 / 2049 / 40960 / 40961 / 300000, 264 / 265 /
+#                  528 / 529 / 1023 / 1024 rows)
+#   STASH_SHAPES   ';'-separated "dtype V rows keep_every n" (dds_profile_stash's arguments);
+#                  default: the dds_bench stash grid and two odd shapes
+#   BENCH_ARGS     dds_bench arguments (e.g. "--only sample", "--quick"); REPEATS (default 1)
+#   OLD_FLAGS, NEW_FLAGS  extra arguments appended to every program of that side, for builds
+#                  whose programs take them (e.g. a launch plan override); with OLD = NEW this
+#                  compares two plans of one build
+set -u -o pipefail
+. "$(dirname "$0")/lib.sh"
+[ $# -eq 3 ] || dds_gpu_die "usage: scripts/gpu/ab.sh OLD NEW OUT_DIR"
+mkdir -p "$3" && DDS_GPU_OUT=$(cd "$3" && pwd)
+cd "$DDS_ROOT"
+AB_WORK=${AB_WORK:-${TMPDIR:-/tmp}/dds-ab}
+
+# side ARG: a build folder, built from a git revision if ARG is one.
+side() {
+  if [ -d "$1" ]; then dds_gpu_abs_build "$1"; return; fi
+  local rev
+  rev=$(git rev-parse --verify --quiet "$1^{commit}") || dds_gpu_die "$1: neither a build folder nor a git revision"
+  if [ ! -e "$AB_WORK/$rev/libdds.so.0" ]; then
+    echo "building $1 ($rev) in $AB_WORK/$rev" >&2
+    DDS_BUILD_TESTS=OFF scripts/gpu/build.sh "$rev" "$AB_WORK/$rev" >&2 || dds_gpu_die "build of $1 failed"
+  fi
+  printf '%s\n' "$AB_WORK/$rev"
+}
+OLD=$(side "$1") || exit 2
+NEW=$(side "$2") || exit 2
+export OLD NEW DDS_GPU_OUT
+DDS_GPU_NAME=$(dds_gpu_name)
+echo "${DDS_GPU_NAME:-GPU unknown}; OLD $OLD ${OLD_FLAGS:-}; NEW $NEW ${NEW_FLAGS:-}"
+
+grid_sample() {
+  local dt V R sc s=""
+  for dt in f32 bf16; do
+    for V in 1025 32000 151936 262144; do
+      for R in 8 256 4096; do
+        for sc in plain guided topk topp minp mix; do s+="$dt $V $R $sc 1;"; done
+        s+="$dt $V $R topp 0.5;$dt $V $R topp 0.25;$dt $V $R plain 0;"
+      done
+    done
+  done
+  for V in 2048 2049; do for sc in plain topk topp; do s+="f32 $V 4096 $sc 1;bf16 $V 264 $sc 1;bf16 $V 265 $sc 1;f32 $V 528 $sc 1;f32 $V 529 $sc 1;"; done; done
+  for V in 40960 40961 300000; do for sc in plain topp minp; do s+="f32 $V 64 $sc 1;bf16 $V 1023 $sc 1;bf16 $V 1024 $sc 1;"; done; done
+  printf '%s' "${s%;}"
+}
+grid_stash() {
+  local dt V R K n s=""
+  for dt in bf16 f32; do for V in 32000 262144; do for R in 256 4096; do for K in 1 16; do for n in 5 20; do
+    s+="$dt $V $R $K $n;"
+  done; done; done; done; done
+  printf '%s' "${s}f32 1025 64 1 20;bf16 7 100 3 5"
+}
+
+# compare PROGRAM SHAPES: both sides' dumps of each shape compared; 1 if any differs or fails.
+# Each program runs 2 calls (the dump holds the second, step 1). The dump file is named both ways
+# (a trailing --dump FILE, and DDS_PROFILE_DUMP for programs that read it); every positional
+# argument is given, so the trailing pair is never read as one.
+compare() {
+  local prog=$1 rc=0 s side_dir flags ok
+  local -a shapes
+  IFS=';' read -ra shapes <<<"$2"
+  for s in "${shapes[@]}"; do
+    read -r a1 a2 a3 a4 a5 <<<"$s"
+    if [ "$prog" = dds_profile_sample ]; then args="$a1 $a2 $a3 $a4 2 ${a5:-1}"; else args="$s 2"; fi
+    ok=1
+    rm -f "$DDS_GPU_OUT"/.dump-*.bin
+    for side_dir in old new; do
+      if [ $side_dir = old ]; then b=$OLD flags=${OLD_FLAGS:-}; else b=$NEW flags=${NEW_FLAGS:-}; fi
+      f="$DDS_GPU_OUT/.dump-$side_dir.bin"
+      LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" DDS_PROFILE_DUMP="$f" \
+        timeout 120 "$(dds_gpu_bin "$b" "$prog")" $args --dump "$f" $flags >/dev/null 2>&1 || ok=0
+      [ -s "$f" ] || ok=0
+    done
+    if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
+    elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s"
+    else echo "DIFFER  $s"; rc=1; fi
+  done
+  rm -f "$DDS_GPU_OUT"/.dump-*.bin
+  echo "$prog: $(printf '%s\n' "${shapes[@]}" | wc -l) shapes"
+  return $rc
+}
+bench_ab() {
+  local i order=() rc=0
+  for ((i = 0; i < ${REPEATS:-1}; ++i)); do
+    if ((i % 2 == 0)); then order+=(old new); else order+=(new old); fi
+  done
+  i=0
+  for s in "${order[@]}"; do
+    if [ "$s" = old ]; then b=$OLD flags=${OLD_FLAGS:-}; else b=$NEW flags=${NEW_FLAGS:-}; fi
+    echo "--- dds_bench $s (run $i)"
+    LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      "$(dds_gpu_bin "$b" dds_bench)" ${BENCH_ARGS:-} $flags >"$DDS_GPU_OUT/bench-$s-$i.txt" 2>&1 || rc=1
+    i=$((i + 1))
+  done
+  python3 "$DDS_ROOT/scripts/gpu/bench-ab.py" --tolerance "${AB_TOLERANCE:-0.03}" \
+    --old "$DDS_GPU_OUT"/bench-old-*.txt --new "$DDS_GPU_OUT"/bench-new-*.txt \
+    >"$DDS_GPU_OUT/bench-ab.md" || rc=1
+  cat "$DDS_GPU_OUT/bench-ab.md"
+  return $rc
+}
+export -f compare bench_ab dds_gpu_bin
+TAIL_LINES=${TAIL_LINES:-12}
+dds_gpu_step cmp-sample 3600 "compare dds_profile_sample '${SAMPLE_SHAPES:-$(grid_sample)}'"
+dds_gpu_step cmp-stash 1200 "compare dds_profile_stash '${STASH_SHAPES:-$(grid_stash)}'"
+dds_gpu_step bench 3600 bench_ab
+dds_gpu_summary "scripts/gpu/ab.sh $1 $2"
+exit $DDS_GPU_FAILED

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Prepares, on a machine with the CUDA toolkit (no GPU needed), everything the GPU scripts run, so
+# that a GPU machine without compilers or network only runs programs:
+#
+#   scripts/gpu/prep.sh [BUILD_DIR]        (default build-gpu)
+#
+#   BUILD_DIR                 scripts/gpu/build.sh of the working tree, with libdds_nccl
+#   .gpu-artifacts/build/     libdds, libdds_nccl, the GPU tests, the NCCL test and the benchmark
+#                             programs, flat (the BUILD argument of check.sh, bench.sh, ab.sh)
+#   .gpu-artifacts/rust, /go  the Rust and Go GPU test programs (bindings/*/prep-gpu.sh), when
+#                             cargo / go are installed
+#   bindings/python/_generated/  the SWIG wrapper (bindings/python/gen-wrapper.sh), when swig is
+#
+# All are git-ignored; copy them with the checkout to the GPU machine. For the peers of
+# bench/peers/run.py, scripts/prep-peers.sh prepares .fi/ and .vllm/ the same way.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$DDS_ROOT"
+BUILD=${1:-build-gpu}
+DDS_WITH_NCCL=${DDS_WITH_NCCL:-ON} scripts/gpu/build.sh . "$BUILD"
+art=.gpu-artifacts/build
+rm -rf "$art" && mkdir -p "$art"
+cp -a "$BUILD"/libdds.so* "$art"/
+cp -a "$BUILD"/libdds_nccl.so* "$art"/ 2>/dev/null || echo "prep: no libdds_nccl (NCCL not found)"
+for t in "$BUILD"/tests/test_gpu_* "$BUILD"/tests/test_nccl_shard "$BUILD"/bench/dds_*; do
+  [ -x "$t" ] && [ -f "$t" ] && cp "$t" "$art"/
+done
+strip --strip-debug "$art"/test_* 2>/dev/null || true
+if command -v cargo >/dev/null; then DDS_LIB_DIR="$PWD/$BUILD" bash bindings/rust/prep-gpu.sh; fi
+if command -v go >/dev/null; then DDS_LIB_DIR="$PWD/$BUILD" bash bindings/go/prep-gpu.sh; fi
+if command -v swig >/dev/null; then bash bindings/python/gen-wrapper.sh; fi
+du -sh .gpu-artifacts bindings/python/_generated 2>/dev/null || true
