@@ -280,8 +280,15 @@ bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int
     } else {
       w = x;  // every column of K0 is kept, and x > -inf exactly there
     }
-    // §4: the block sums and the processed normaliser from the same exps.
-    const TopTwo tw = top_two(w, V);
+    // §4: the block sums and the processed normaliser from the same exps. Unfiltered, the top
+    // two values of x are those of l tempered (temper is monotone; only the values are used).
+    TopTwo tw;
+    if (filtered) {
+      tw = top_two(w, V);
+    } else {
+      tw.v1 = cpu::temper(tl.v1, q.invT);
+      tw.v2 = cpu::temper(tl.v2, q.invT);
+    }
     const double M = (double)tw.v1;
     const double Z = exp_sums(w, V, M, s.block_sums.data(), s.block_any.data());
     const int32_t nb = (V - 1) / kBlockSize + 1;

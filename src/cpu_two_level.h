@@ -5,15 +5,17 @@
 // scores w(t) + G(t), ties to the lower id); what is fast here is the winning block's token
 // search: its 64-bit Philox draws come in one vectorised batch (random_bits_batch), and the
 // float64 Gumbel (two logarithms) is evaluated only for tokens that can still win. A Gumbel from
-// the uniform u = m53 * 2^-53 is G = -log(-log1p(-u)) <= -log(u) <= (53 - floor(log2 m53)) ln 2,
-// so w(t) plus that bound (read off the bits' leading zeros) below the best score so far cannot
-// win; about one token in a thousand of a flat block needs its exact Gumbel.
+// the uniform u is G = -log(-log1p(-u)) <= -log(u), and -log(u) is bounded within ln 2 by the
+// exponent of the bits' top 24 (gumbel_upper_bound), so a token whose w(t) plus that bound is
+// below the best score so far cannot win; about one token in a thousand of a flat block needs its
+// exact Gumbel.
 #ifndef DDS_SRC_CPU_TWO_LEVEL_H_
 #define DDS_SRC_CPU_TWO_LEVEL_H_
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "rng.h"
@@ -27,10 +29,17 @@ void random_bits_batch(uint64_t seed, uint32_t step, uint32_t position, uint32_t
                        uint32_t salt, uint64_t* out);
 
 // An upper bound, in float64 and above any rounding of the computed value, of
-// bits_to_gumbel(bits): (53 - floor(log2 m53)) ln 2 + 1e-6 with m53 = (bits >> 11) | 1.
+// bits_to_gumbel(bits), from the top 24 bits v = bits >> 40 alone (so that the loop over a block
+// vectorises): u >= v 2^-24 >= 2^(floor(log2 v) - 24), so G <= -log(u) <= (24 - floor(log2 v))
+// ln 2; for v = 0, u >= 2^-53 and G <= 53 ln 2 < 37. floor(log2 v) is the exponent of (float)v
+// (exact: v < 2^24).
 inline double gumbel_upper_bound(uint64_t bits) {
-  const int hb = 63 - __builtin_clzll((bits >> 11) | 1ull);  // floor(log2 m53), 0..52
-  return (double)(53 - hb) * 0.6931471805599453 + 1e-6;
+  const int32_t v = (int32_t)(bits >> 40);
+  const float f = (float)v;
+  uint32_t fb;
+  std::memcpy(&fb, &f, 4);
+  const int32_t e = (int32_t)(fb >> 23) - 127;  // floor(log2 v); -127 for v = 0
+  return v != 0 ? (double)(24 - e) * 0.6931471805599453 + 1e-6 : 37.0;
 }
 
 // The winning block: argmax_b (m + log(s_b) + G(b)) over the blocks with a kept column, ties
@@ -64,13 +73,13 @@ int32_t pick_token(int32_t lo, int32_t hi, LogWeight w, uint64_t seed, uint32_t 
   double ub[kBlockSize];
   const int32_t n = hi - lo;
   random_bits_batch(seed, step, pos, (uint32_t)lo, n, token_salt, bits);
-  int32_t s = -1;
-  for (int32_t i = 0; i < n; ++i) {
-    const double x = w(lo + i);
-    ub[i] = x > kNegInf ? x + gumbel_upper_bound(bits[i]) : kNegInf;
-    if (x > kNegInf && (s < 0 || ub[i] > ub[s])) s = i;
-  }
-  if (s < 0) return -1;
+  // w(t) + bound is -inf exactly where w(t) is (the bound is finite).
+  for (int32_t i = 0; i < n; ++i) ub[i] = w(lo + i) + gumbel_upper_bound(bits[i]);
+  double top = kNegInf;
+  for (int32_t i = 0; i < n; ++i) top = ub[i] > top ? ub[i] : top;
+  if (!(top > kNegInf)) return -1;
+  int32_t s = 0;
+  while (!(ub[s] == top)) ++s;
   // Seed with the most promising token, then evaluate only tokens whose bound reaches the best
   // score: a pruned token's computed score is below it (fl is monotone), so it cannot win.
   int32_t best_i = s;
