@@ -1,6 +1,7 @@
 // CPU backend benchmark: ns per logits element of one dds_sample call on the CPU backend, for the
 // plain step with every statistic (token, logprob, argmax, confidence, margin, entropy), one
-// request, T = 0.8, f32 logits = 3 * N(0, 1), 1 and more worker threads.
+// request, T = 0.8, f32 logits = 3 * N(0, 1), 1 and more worker threads; then top-k 50 and
+// top-p 0.9 steps single-threaded.
 //
 //   dds_cpu_bench [threads...]        (default: 1 2)
 //
@@ -20,6 +21,8 @@ namespace {
 
 struct Shape {
   int32_t rows, vocab;
+  int32_t top_k = 0;
+  float top_p = 1.f;
 };
 
 double median(std::vector<double> v) {
@@ -59,6 +62,8 @@ int run(const Shape& sh, int threads) {
   a.logits = logits.data();
   a.dtype = DDS_DTYPE_F32;
   a.temperature = 0.8f;
+  a.top_k = sh.top_k;
+  a.top_p = sh.top_p;
   a.seed = 42;
   a.tokens = tokens.data();
   a.logprobs = lp.data();
@@ -82,8 +87,11 @@ int run(const Shape& sh, int threads) {
     }
   }
   const double t = median(times), best = *std::min_element(times.begin(), times.end());
-  std::printf("dds    rows %5d  V %6d  threads %d  %9.3f ms/call  %7.2f ns/element  (fastest %7.2f)\n",
-              sh.rows, sh.vocab, threads, t * 1e3, t * 1e9 / (double)n, best * 1e9 / (double)n);
+  char filt[32] = "";
+  if (sh.top_k) std::snprintf(filt, sizeof filt, "  top-k %d", sh.top_k);
+  if (sh.top_p < 1.f) std::snprintf(filt, sizeof filt, "  top-p %.2g", sh.top_p);
+  std::printf("dds    rows %5d  V %6d  threads %d  %9.3f ms/call  %7.2f ns/element  (fastest %7.2f)%s\n",
+              sh.rows, sh.vocab, threads, t * 1e3, t * 1e9 / (double)n, best * 1e9 / (double)n, filt);
   std::fflush(stdout);
   dds_destroy(s);
   return 0;
@@ -99,5 +107,9 @@ int main(int argc, char** argv) {
   for (const Shape& sh : shapes)
     for (int th : threads)
       if (run(sh, th) != 0) return 1;
+  // Filtered steps, single-threaded.
+  const Shape filtered[] = {{64, 32000, 50, 1.f}, {64, 32000, 0, 0.9f}, {16, 151936, 0, 0.9f}};
+  for (const Shape& sh : filtered)
+    if (run(sh, 1) != 0) return 1;
   return 0;
 }

@@ -38,6 +38,7 @@ struct Scratch {
   std::vector<float> l, x, u, w;  // guided logits, tempered, uncond / converted row, kept values
   std::vector<char> keep;
   std::vector<int32_t> order;
+  std::vector<uint64_t> keys, keys_tmp;  // filter: sort keys
   std::vector<double> block_sums;
   std::vector<char> block_any;
   std::vector<float> sorted;  // stash: finite values ascending, for ranks
@@ -45,6 +46,8 @@ struct Scratch {
       : l(V), x(V), u(V), w(V), keep(V), block_sums((V - 1) / kBlockSize + 1),
         block_any((V - 1) / kBlockSize + 1) {
     order.reserve(V);
+    keys.reserve(V);
+    keys_tmp.reserve(V);
     sorted.reserve(V);
   }
 };
@@ -177,9 +180,51 @@ void fill_probs_zero(const ProbsOut& po, int32_t V) {
     std::fill_n(static_cast<uint16_t*>(po.base) + po.offset, V, (uint16_t)0);  // +0 in bf16 / f16
 }
 
+// Sorts the ids of `order` by (x desc, id asc) through one 64-bit key per id: the value's bits
+// made order-preserving and descending (-0 as +0) above the id. Ids in ascending order (the whole
+// kept set) go through a stable LSD radix sort on the value half (3 passes of 11 bits, a pass
+// skipped when every key has the same digit); a short list (top-k's survivors) through
+// std::sort on the whole key.
+void sort_desc(const float* x, bool ids_ascending, std::vector<int32_t>* order,
+               std::vector<uint64_t>* keys, std::vector<uint64_t>* tmp) {
+  const size_t n = order->size();
+  keys->resize(n);  // capacities V reserved at dds_create
+  tmp->resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    const int32_t t = (*order)[k];
+    const float v = x[t] == 0.f ? 0.f : x[t];
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    const uint32_t asc = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // ascending in v
+    (*keys)[k] = ((uint64_t)~asc << 32) | (uint32_t)t;
+  }
+  if (!ids_ascending || n < 256) {
+    std::sort(keys->begin(), keys->end());
+  } else {
+    uint64_t* src = keys->data();
+    uint64_t* dst = tmp->data();
+    for (int shift = 32; shift < 64; shift += 11) {
+      uint32_t count[2048] = {};
+      for (size_t k = 0; k < n; ++k) ++count[(src[k] >> shift) & 2047u];
+      if (count[(src[0] >> shift) & 2047u] == n) continue;  // one digit: nothing to move
+      uint32_t sum = 0;
+      for (uint32_t& c : count) {
+        const uint32_t c0 = c;
+        c = sum;
+        sum += c0;
+      }
+      for (size_t k = 0; k < n; ++k) dst[count[(src[k] >> shift) & 2047u]++] = src[k];
+      std::swap(src, dst);
+    }
+    if (src != keys->data()) std::memcpy(keys->data(), src, n * sizeof(uint64_t));
+  }
+  for (size_t k = 0; k < n; ++k) (*order)[k] = (int32_t)(uint32_t)(*keys)[k];
+}
+
 // §3: top-k, top-p, min-p on x over k0 (x > -inf there); result in keep.
 void filter(const float* x, const float* l, int32_t V, int32_t n0, const RequestParams& q,
-            char* keep, std::vector<int32_t>* order) {
+            char* keep, std::vector<int32_t>* order, std::vector<uint64_t>* keys,
+            std::vector<uint64_t>* tmp) {
   for (int32_t t = 0; t < V; ++t) keep[t] = l[t] > -kInf;
   const bool use_k = q.k > 0 && q.k < n0;
   const bool use_p = q.p < 1.f;
@@ -197,20 +242,22 @@ void filter(const float* x, const float* l, int32_t V, int32_t n0, const Request
       std::nth_element(order->begin(), order->begin() + q.k, order->end(), cmp);
       for (int32_t idx = q.k; idx < (int32_t)order->size(); ++idx) keep[(*order)[idx]] = 0;
       order->resize(q.k);
-      if (use_p) std::sort(order->begin(), order->end(), cmp);
+      if (use_p) sort_desc(x, false, order, keys, tmp);
     } else {
-      std::sort(order->begin(), order->end(), cmp);
+      sort_desc(x, true, order, keys, tmp);
     }
     if (use_p) {
       double Z1 = 0;
       for (int32_t t : *order) Z1 += std::exp((double)x[t] - m);
       const double target = (double)q.p * Z1;
+      // S only grows, so once it reaches the target every later column is dropped.
       double S = 0;
-      for (size_t idx = 0; idx < order->size(); ++idx) {
-        const int32_t t = (*order)[idx];
-        if (idx > 0 && !(S < target)) keep[t] = 0;
-        S += std::exp((double)x[t] - m);
+      size_t idx = 0;
+      for (; idx < order->size(); ++idx) {
+        if (idx > 0 && !(S < target)) break;
+        S += std::exp((double)x[(*order)[idx]] - m);
       }
+      for (; idx < order->size(); ++idx) keep[(*order)[idx]] = 0;
     }
   }
   if (use_min_p) {
@@ -275,7 +322,7 @@ bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int
     for (int32_t t = 0; t < V; ++t) x[t] = cpu::temper(l[t], q.invT);
     const bool filtered = (q.k > 0 && q.k < n0) || q.p < 1.f || q.min_p > 0.f;
     if (filtered) {
-      filter(x, l, V, n0, q, s.keep.data(), &s.order);
+      filter(x, l, V, n0, q, s.keep.data(), &s.order, &s.keys, &s.keys_tmp);
       for (int32_t t = 0; t < V; ++t) w[t] = s.keep[t] ? x[t] : -kInf;
     } else {
       w = x;  // every column of K0 is kept, and x > -inf exactly there
