@@ -180,45 +180,40 @@ void fill_probs_zero(const ProbsOut& po, int32_t V) {
     std::fill_n(static_cast<uint16_t*>(po.base) + po.offset, V, (uint16_t)0);  // +0 in bf16 / f16
 }
 
-// Sorts the ids of `order` by (x desc, id asc) through one 64-bit key per id: the value's bits
-// made order-preserving and descending (-0 as +0) above the id. Ids in ascending order (the whole
-// kept set) go through a stable LSD radix sort on the value half (3 passes of 11 bits, a pass
-// skipped when every key has the same digit); a short list (top-k's survivors) through
-// std::sort on the whole key.
-void sort_desc(const float* x, bool ids_ascending, std::vector<int32_t>* order,
-               std::vector<uint64_t>* keys, std::vector<uint64_t>* tmp) {
-  const size_t n = order->size();
-  keys->resize(n);  // capacities V reserved at dds_create
-  tmp->resize(n);
-  for (size_t k = 0; k < n; ++k) {
-    const int32_t t = (*order)[k];
-    const float v = x[t] == 0.f ? 0.f : x[t];
-    uint32_t b;
-    std::memcpy(&b, &v, 4);
-    const uint32_t asc = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // ascending in v
-    (*keys)[k] = ((uint64_t)~asc << 32) | (uint32_t)t;
+// The sort key of column t: the value's bits made order-preserving and descending (-0 as +0)
+// above the id, so that ascending keys are (x desc, id asc) and sorts compare integers only.
+inline uint64_t sort_key(float x, int32_t t) {
+  const float v = x == 0.f ? 0.f : x;
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  const uint32_t asc = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // ascending in v
+  return ((uint64_t)~asc << 32) | (uint32_t)t;
+}
+
+// Sorts keys[0, n), made in ascending id order, ascending: a stable LSD radix sort on the value
+// half (3 passes of 11 bits, a pass skipped when every key has the same digit) keeps the ids of
+// equal values in order; tmp holds n keys.
+void sort_keys(uint64_t* keys, size_t n, uint64_t* tmp) {
+  if (n < 256) {
+    std::sort(keys, keys + n);
+    return;
   }
-  if (!ids_ascending || n < 256) {
-    std::sort(keys->begin(), keys->end());
-  } else {
-    uint64_t* src = keys->data();
-    uint64_t* dst = tmp->data();
-    for (int shift = 32; shift < 64; shift += 11) {
-      uint32_t count[2048] = {};
-      for (size_t k = 0; k < n; ++k) ++count[(src[k] >> shift) & 2047u];
-      if (count[(src[0] >> shift) & 2047u] == n) continue;  // one digit: nothing to move
-      uint32_t sum = 0;
-      for (uint32_t& c : count) {
-        const uint32_t c0 = c;
-        c = sum;
-        sum += c0;
-      }
-      for (size_t k = 0; k < n; ++k) dst[count[(src[k] >> shift) & 2047u]++] = src[k];
-      std::swap(src, dst);
+  uint64_t* src = keys;
+  uint64_t* dst = tmp;
+  for (int shift = 32; shift < 64; shift += 11) {
+    uint32_t count[2048] = {};
+    for (size_t k = 0; k < n; ++k) ++count[(src[k] >> shift) & 2047u];
+    if (count[(src[0] >> shift) & 2047u] == n) continue;  // one digit: nothing to move
+    uint32_t sum = 0;
+    for (uint32_t& c : count) {
+      const uint32_t c0 = c;
+      c = sum;
+      sum += c0;
     }
-    if (src != keys->data()) std::memcpy(keys->data(), src, n * sizeof(uint64_t));
+    for (size_t k = 0; k < n; ++k) dst[count[(src[k] >> shift) & 2047u]++] = src[k];
+    std::swap(src, dst);
   }
-  for (size_t k = 0; k < n; ++k) (*order)[k] = (int32_t)(uint32_t)(*keys)[k];
+  if (src != keys) std::memcpy(keys, src, n * sizeof(uint64_t));
 }
 
 // §3: top-k, top-p, min-p on x over k0 (x > -inf there); result in keep.
@@ -233,19 +228,22 @@ void filter(const float* x, const float* l, int32_t V, int32_t n0, const Request
   double m = -kInfD;
   for (int32_t t = 0; t < V; ++t)
     if (l[t] > -kInf) m = std::max(m, (double)x[t]);
-  auto cmp = [&](int32_t s, int32_t t) { return x[s] > x[t] || (x[s] == x[t] && s < t); };
   if (use_k || use_p) {
-    order->clear();  // capacity V reserved at dds_create
+    // The kept columns' keys in id order (capacities V reserved at dds_create).
+    keys->clear();
     for (int32_t t = 0; t < V; ++t)
-      if (l[t] > -kInf) order->push_back(t);
-    if (use_k) {
-      std::nth_element(order->begin(), order->begin() + q.k, order->end(), cmp);
-      for (int32_t idx = q.k; idx < (int32_t)order->size(); ++idx) keep[(*order)[idx]] = 0;
-      order->resize(q.k);
-      if (use_p) sort_desc(x, false, order, keys, tmp);
+      if (l[t] > -kInf) keys->push_back(sort_key(x[t], t));
+    tmp->resize(keys->size());
+    size_t n = keys->size();
+    if (use_k) {  // the k first keys, sorted; the rest dropped
+      std::partial_sort(keys->begin(), keys->begin() + q.k, keys->end());
+      for (size_t idx = q.k; idx < n; ++idx) keep[(uint32_t)(*keys)[idx]] = 0;
+      n = q.k;
     } else {
-      sort_desc(x, true, order, keys, tmp);
+      sort_keys(keys->data(), n, tmp->data());
     }
+    order->resize(n);
+    for (size_t idx = 0; idx < n; ++idx) (*order)[idx] = (int32_t)(uint32_t)(*keys)[idx];
     if (use_p) {
       double Z1 = 0;
       for (int32_t t : *order) Z1 += std::exp((double)x[t] - m);
@@ -261,8 +259,15 @@ void filter(const float* x, const float* l, int32_t V, int32_t n0, const Request
     }
   }
   if (use_min_p) {
-    for (int32_t t = 0; t < V; ++t)
-      if (keep[t] && !(std::exp((double)x[t] - m) >= (double)q.min_p)) keep[t] = 0;
+    // The rule is exp(x - m) >= min_p in float64; a column 1e-6 or more away from the boundary in
+    // the log domain is decided without its exp (exp is monotone and far more accurate than that).
+    const double log_min_p = std::log((double)q.min_p);
+    for (int32_t t = 0; t < V; ++t) {
+      if (!keep[t]) continue;
+      const double d = (double)x[t] - m;
+      if (d > log_min_p + 1e-6) continue;
+      if (d < log_min_p - 1e-6 || !(std::exp(d) >= (double)q.min_p)) keep[t] = 0;
+    }
   }
 }
 
