@@ -9,6 +9,7 @@ Gumbel, argmax. Prints ns per logits element (median call, and the fastest call)
     python3 bench/cpu_bench.py [--bin build/dds_cpu_bench] [--threads 1 2]
 """
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -21,7 +22,8 @@ def numpy_step(np, logits, rng):
     m = x.max(axis=1, keepdims=True)
     s = np.exp(x - m).sum(axis=1)  # the normaliser a log-prob needs
     u = rng.random(x.shape, dtype=np.float32)
-    g = -np.log(-np.log(u))
+    with np.errstate(divide="ignore"):  # u = 0 gives an infinite Gumbel, as numpy users get
+        g = -np.log(-np.log(u))
     return np.argmax(x + g, axis=1), s
 
 
@@ -54,11 +56,13 @@ def main():
     ap.add_argument("--bin", default="build/dds_cpu_bench", help="the dds_cpu_bench binary")
     ap.add_argument("--threads", nargs="*", default=["1", "2"], help="thread counts for dds")
     args = ap.parse_args()
-    sys.stdout.flush()
+    # Other work on the machine moves every figure: the load average is printed beside them.
+    print("load average %.1f %.1f %.1f" % os.getloadavg(), flush=True)
     rc = subprocess.call([args.bin] + list(args.threads))
     if rc != 0:
         sys.exit(rc)
     run_numpy()
+    print("load average %.1f %.1f %.1f" % os.getloadavg(), flush=True)
 
 
 if __name__ == "__main__":
