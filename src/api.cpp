@@ -416,6 +416,7 @@ DDS_API dds_status dds_sampler_config_init(dds_sampler_config* config, size_t st
   c.max_requests = 1024;
   c.max_stash_width = 20;
   c.flags = 0;
+  c.num_threads = 0;
   return dds::init_struct("dds_sampler_config_init", "config", config, struct_size, c,
                           dds::kSamplerConfigV1Size);
 }
@@ -491,6 +492,10 @@ DDS_API dds_status dds_create(const dds_sampler_config* config, dds_sampler** ou
     if ((c.flags & ~(uint32_t)DDS_FLAG_DEBUG_CHECKS) != 0)
       return fail(DDS_ERR_INVALID_ARGUMENT, "dds_create: config->flags (0x%x) has unknown bits",
                   c.flags);
+    if (c.num_threads < 0 || c.num_threads > 256)
+      return fail(DDS_ERR_INVALID_ARGUMENT,
+                  "dds_create: config->num_threads (%d) must be in [0, 256] (0 = default)",
+                  c.num_threads);
     std::unique_ptr<dds_sampler> s(new dds_sampler);
     s->config = c;
     dds_status st = c.backend == DDS_BACKEND_CPU ? dds::make_cpu_backend(c, &s->backend)

@@ -1,273 +1,436 @@
 // The CPU backend: the reference implementation of docs/sampling.md and the oracle of the GPU
-// kernels. Written for clarity first: float64 where the spec says so, one row at a time.
+// kernels. Its arithmetic is fixed (float64 where the spec says so, sums in column order); its
+// shape is built for speed (docs/cpu_backend.md): one dtype dispatch per row, then fp32 row
+// loops that vectorise, one float64 exp per kept column for the block sums and the normaliser
+// together, the entropy pass only when entropy or probabilities are asked for, the winning
+// block's Gumbels only for tokens that can win (cpu_two_level.h), scratch sized at dds_create,
+// and rows spread over a small persistent pool of threads (cpu_pool.h).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
+#include <memory>
+#include <thread>
+#include <type_traits>
 #include <vector>
 
-#include "dtype.h"
+#include "cpu_pool.h"
+#include "cpu_row.h"
 #include "cpu_two_level.h"
+#include "dtype.h"
 #include "internal.h"
 #include "rng.h"
 
 namespace dds {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using cpu::kInf;
+using cpu::RequestParams;
 constexpr double kInfD = std::numeric_limits<double>::infinity();
 
-float load(const void* base, int32_t dtype, int64_t idx) {
-  switch (dtype) {
-    case DDS_DTYPE_F32: return static_cast<const float*>(base)[idx];
-    case DDS_DTYPE_BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[idx]);
-    default: return f16_to_f32(static_cast<const uint16_t*>(base)[idx]);
+// A part of a call gets at least this many logits elements: below it, waking a worker costs more
+// than the part saves.
+constexpr int64_t kMinElementsPerPart = 32768;
+
+// Per-participant scratch, sized at dds_create (nothing in a call allocates).
+struct Scratch {
+  std::vector<float> l, x, u, w;  // guided logits, tempered, uncond / converted row, kept values
+  std::vector<char> keep;
+  std::vector<int32_t> order;
+  std::vector<uint64_t> keys, keys_tmp;  // filter: sort keys
+  std::vector<double> block_sums;
+  std::vector<char> block_any;
+  std::vector<float> sorted;  // stash: finite values ascending, for ranks
+  explicit Scratch(int32_t V)
+      : l(V), x(V), u(V), w(V), keep(V), block_sums((V - 1) / kBlockSize + 1),
+        block_any((V - 1) / kBlockSize + 1) {
+    order.reserve(V);
+    keys.reserve(V);
+    keys_tmp.reserve(V);
+    sorted.reserve(V);
   }
-}
-
-void store(void* base, int32_t dtype, int64_t idx, float v) {
-  switch (dtype) {
-    case DDS_DTYPE_F32: static_cast<float*>(base)[idx] = v; break;
-    case DDS_DTYPE_BF16: static_cast<uint16_t*>(base)[idx] = f32_to_bf16(v); break;
-    default: static_cast<uint16_t*>(base)[idx] = f32_to_f16(v); break;
-  }
-}
-
-// NaN -> -inf, +inf -> FLT_MAX (docs/sampling.md §2).
-inline float sanitize(float x) {
-  if (std::isnan(x)) return -kInf;
-  if (x == kInf) return FLT_MAX;
-  return x;
-}
-
-// Request parameters after the sanitisation rules of docs/sampling.md §1.
-struct RequestParams {
-  bool guided = false;
-  int64_t uncond_first = 0;
-  float g = 0.f;
-  float T = 1.f;
-  bool greedy = false;
-  float invT = 1.f;
-  int32_t k = 0;
-  float p = 1.f;
-  float min_p = 0.f;
-  uint64_t seed = 0;
-  uint32_t step = 0;
-  int32_t status = 0;
 };
 
-RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t rows_in_request) {
-  RequestParams q;
-  float T = a.temperatures ? a.temperatures[r] : a.temperature;
-  if (std::isnan(T) || T < 0.f || std::isinf(T)) {
-    T = 1.f;
-    q.status |= DDS_REQ_BAD_TEMPERATURE;
-  }
-  q.T = T;
-  if (T == 0.f) {
-    q.greedy = true;
-  } else {
-    q.invT = 1.0f / T;
-    if (std::isinf(q.invT)) q.greedy = true;
-  }
-  float g = a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale;
-  if (!std::isfinite(g)) {
-    g = 0.f;
-    q.status |= DDS_REQ_BAD_GUIDANCE;
-  }
-  q.g = g;
-  if (a.uncond_logits != nullptr && g != 0.f) {
-    int64_t first = -1;
-    if (a.uncond_row_offsets == nullptr) {
-      first = (a.row_offsets ? a.row_offsets[r] : r);
-    } else {
-      first = a.uncond_row_offsets[r];
-    }
-    if (a.uncond_row_offsets == nullptr || first >= 0) {
-      if (first < 0 || first + rows_in_request > a.uncond_num_rows) {
-        q.status |= DDS_REQ_BAD_UNCOND_ROWS;
-      } else {
-        q.guided = true;
-        q.uncond_first = first;
-      }
-    }
-  }
-  int32_t k = a.top_ks ? a.top_ks[r] : a.top_k;
-  if (k < 0) {
-    k = 0;
-    q.status |= DDS_REQ_BAD_TOP_K;
-  }
-  q.k = k;
-  float p = a.top_ps ? a.top_ps[r] : a.top_p;
-  if (std::isnan(p)) {
-    p = 1.f;
-    q.status |= DDS_REQ_BAD_TOP_P;
-  }
-  q.p = p;
-  float mp = a.min_ps ? a.min_ps[r] : a.min_p;
-  if (std::isnan(mp) || mp < 0.f) {
-    mp = 0.f;
-    q.status |= DDS_REQ_BAD_MIN_P;
-  }
-  if (mp > 1.f) mp = 1.f;
-  q.min_p = mp;
-  q.seed = a.seeds ? a.seeds[r] : a.seed;
-  q.step = a.steps ? a.steps[r] : a.step;
-  return q;
+// The two highest columns of w over w > -inf in the order (value desc, id asc): first = the
+// lowest id of the maximum; v2 = the largest value among the other columns (-inf if none).
+struct TopTwo {
+  int32_t first = -1;
+  float v1 = -kInf, v2 = -kInf;
+};
+
+// max of w[lo, hi) (NaN-free), in 16 independent lanes so that it vectorises.
+inline float range_max(const float* w, int32_t lo, int32_t hi) {
+  constexpr int kL = 16;
+  float acc[kL];
+  for (int j = 0; j < kL; ++j) acc[j] = -kInf;
+  int32_t t = lo;
+  for (; t + kL <= hi; t += kL)
+    for (int j = 0; j < kL; ++j) acc[j] = w[t + j] > acc[j] ? w[t + j] : acc[j];
+  float m = -kInf;
+  for (; t < hi; ++t) m = w[t] > m ? w[t] : m;
+  for (int j = 0; j < kL; ++j) m = acc[j] > m ? acc[j] : m;
+  return m;
 }
+
+TopTwo top_two(const float* w, int32_t V) {
+  TopTwo r;
+  r.v1 = range_max(w, 0, V);
+  if (!(r.v1 > -kInf)) return r;
+  int32_t f = 0;
+  while (!(w[f] == r.v1)) ++f;
+  r.first = f;
+  r.v2 = std::max(range_max(w, 0, f), range_max(w, f + 1, V));
+  return r;
+}
+
+// Z = sum over w > -inf of exp((double)w - M) in column order; with `sums`, also each block's
+// sum (in column order) and whether it has a kept column. One float64 exp per kept column.
+double exp_sums(const float* w, int32_t V, double M, double* sums, char* any) {
+  double Z = 0;
+  for (int32_t lo = 0, b = 0; lo < V; lo += kBlockSize, ++b) {
+    const int32_t hi = std::min(V, lo + kBlockSize);
+    double s = 0;
+    char a = 0;
+    for (int32_t t = lo; t < hi; ++t) {
+      if (!(w[t] > -kInf)) continue;
+      const double e = std::exp((double)w[t] - M);
+      Z += e;
+      s += e;
+      a = 1;
+    }
+    if (sums) {
+      sums[b] = s;
+      any[b] = a;
+    }
+  }
+  return Z;
+}
+
+// Entropy of softmax(w) over w > -inf (sum of -p * lp in column order, lp = (w - M) - logS,
+// p = exp(lp)), writing the probabilities (0 outside the set) when P is not void.
+template <typename P>
+double entropy_pass(const float* w, int32_t V, double M, double logS, P* probs) {
+  double ent = 0;
+  for (int32_t t = 0; t < V; ++t) {
+    if (!(w[t] > -kInf)) {
+      if constexpr (!std::is_void<P>::value) probs[t] = P(0.f);
+      continue;
+    }
+    const double lp = ((double)w[t] - M) - logS;
+    const double p = std::exp(lp);
+    if constexpr (std::is_same<P, float>::value) probs[t] = (float)p;
+    if (p > 0) ent -= p * lp;
+  }
+  return ent;
+}
+// Where a row's probabilities go; 16-bit rows go through an fp32 staging row (each value is the
+// fp32 probability rounded to the dtype).
+struct ProbsOut {
+  void* base = nullptr;
+  int32_t dtype = DDS_DTYPE_F32;
+  int64_t offset = 0;
+};
 
 struct RowStats {
   double logprob = -kInfD, confidence = 0, margin = 0, entropy = 0;
 };
 
-// Statistics of softmax(x) over the columns where mask is set; writes probs when asked.
-// `order` lists the set's columns sorted (x desc, t asc) for at least the first two entries
-// (only used for p2). Returns the log-normaliser.
-double distribution_stats(const std::vector<float>& x, const std::vector<char>& in_set,
-                          int32_t first, int32_t second, int32_t token, RowStats* st,
-                          std::vector<double>* probs) {
-  const size_t V = x.size();
-  const double M = x[first];
-  double Z = 0;
-  for (size_t t = 0; t < V; ++t)
-    if (in_set[t]) Z += std::exp((double)x[t] - M);
+// Statistics of softmax(w) over w > -inf (§5): M = the maximum, Z = its normaliser (already
+// summed by the caller, or < 0 to sum here); entropy (and probabilities) only when asked.
+void distribution_stats(const float* w, int32_t V, const TopTwo& tt, int32_t token, double Z,
+                        bool want_entropy, const ProbsOut& po, float* staging, RowStats* st) {
+  const double M = (double)tt.v1;
+  if (Z < 0) Z = exp_sums(w, V, M, nullptr, nullptr);
   // log-probabilities as (x - M) - log Z, not x - (M + log Z): with M near FLT_MAX (the +inf
   // rule) M + log Z rounds back to M in float64 and every top token got probability 1.
   const double logS = std::log(Z);
-  double ent = 0;
-  for (size_t t = 0; t < V; ++t) {
-    if (!in_set[t]) {
-      if (probs) (*probs)[t] = 0;
-      continue;
+  if (po.base) {
+    float* out = po.dtype == DDS_DTYPE_F32 ? static_cast<float*>(po.base) + po.offset : staging;
+    st->entropy = entropy_pass<float>(w, V, M, logS, out);
+    if (po.dtype == DDS_DTYPE_BF16) {
+      uint16_t* d = static_cast<uint16_t*>(po.base) + po.offset;
+      for (int32_t t = 0; t < V; ++t) d[t] = f32_to_bf16(staging[t]);
+    } else if (po.dtype == DDS_DTYPE_F16) {
+      uint16_t* d = static_cast<uint16_t*>(po.base) + po.offset;
+      for (int32_t t = 0; t < V; ++t) d[t] = f32_to_f16(staging[t]);
     }
-    const double lp = ((double)x[t] - M) - logS;
-    const double p = std::exp(lp);
-    if (probs) (*probs)[t] = p;
-    if (p > 0) ent -= p * lp;
+  } else if (want_entropy) {
+    st->entropy = entropy_pass<void>(w, V, M, logS, nullptr);
   }
   const double p1 = std::exp(-logS);
-  const double p2 = second >= 0 ? std::exp(((double)x[second] - M) - logS) : 0.0;
+  const double p2 = tt.v2 > -kInf ? std::exp(((double)tt.v2 - M) - logS) : 0.0;
   st->confidence = p1;
   st->margin = p1 - p2;
-  st->entropy = ent;
-  st->logprob = ((double)x[token] - M) - logS;
-  return M + logS;
+  st->logprob = ((double)w[token] - M) - logS;
 }
 
-// Highest and second highest columns of x over in_set, in order (x desc, t asc).
-void top_two(const std::vector<float>& x, const std::vector<char>& in_set, int32_t* first,
-             int32_t* second) {
-  int32_t f = -1, s = -1;
-  for (int32_t t = 0; t < (int32_t)x.size(); ++t) {
-    if (!in_set[t]) continue;
-    if (f < 0 || x[t] > x[f]) {
-      s = f;
-      f = t;
-    } else if (s < 0 || x[t] > x[s]) {
-      s = t;
+void store_probs_value(const ProbsOut& po, int32_t t, float v) {
+  switch (po.dtype) {
+    case DDS_DTYPE_F32: static_cast<float*>(po.base)[po.offset + t] = v; break;
+    case DDS_DTYPE_BF16: static_cast<uint16_t*>(po.base)[po.offset + t] = f32_to_bf16(v); break;
+    default: static_cast<uint16_t*>(po.base)[po.offset + t] = f32_to_f16(v); break;
+  }
+}
+
+void fill_probs_zero(const ProbsOut& po, int32_t V) {
+  if (po.dtype == DDS_DTYPE_F32)
+    std::fill_n(static_cast<float*>(po.base) + po.offset, V, 0.f);
+  else
+    std::fill_n(static_cast<uint16_t*>(po.base) + po.offset, V, (uint16_t)0);  // +0 in bf16 / f16
+}
+
+// The sort key of column t: the value's bits made order-preserving and descending (-0 as +0)
+// above the id, so that ascending keys are (x desc, id asc) and sorts compare integers only.
+inline uint64_t sort_key(float x, int32_t t) {
+  const float v = x == 0.f ? 0.f : x;
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  const uint32_t asc = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // ascending in v
+  return ((uint64_t)~asc << 32) | (uint32_t)t;
+}
+
+// Sorts keys[0, n), made in ascending id order, ascending: a stable LSD radix sort on the value
+// half (3 passes of 11 bits, a pass skipped when every key has the same digit) keeps the ids of
+// equal values in order; tmp holds n keys.
+void sort_keys(uint64_t* keys, size_t n, uint64_t* tmp) {
+  if (n < 256) {
+    std::sort(keys, keys + n);
+    return;
+  }
+  uint64_t* src = keys;
+  uint64_t* dst = tmp;
+  for (int shift = 32; shift < 64; shift += 11) {
+    uint32_t count[2048] = {};
+    for (size_t k = 0; k < n; ++k) ++count[(src[k] >> shift) & 2047u];
+    if (count[(src[0] >> shift) & 2047u] == n) continue;  // one digit: nothing to move
+    uint32_t sum = 0;
+    for (uint32_t& c : count) {
+      const uint32_t c0 = c;
+      c = sum;
+      sum += c0;
+    }
+    for (size_t k = 0; k < n; ++k) dst[count[(src[k] >> shift) & 2047u]++] = src[k];
+    std::swap(src, dst);
+  }
+  if (src != keys) std::memcpy(keys, src, n * sizeof(uint64_t));
+}
+
+// §3: top-k, top-p, min-p on x over k0 (x > -inf there); result in keep.
+void filter(const float* x, const float* l, int32_t V, int32_t n0, const RequestParams& q,
+            char* keep, std::vector<int32_t>* order, std::vector<uint64_t>* keys,
+            std::vector<uint64_t>* tmp) {
+  for (int32_t t = 0; t < V; ++t) keep[t] = l[t] > -kInf;
+  const bool use_k = q.k > 0 && q.k < n0;
+  const bool use_p = q.p < 1.f;
+  const bool use_min_p = q.min_p > 0.f;
+  if (!use_k && !use_p && !use_min_p) return;
+  double m = -kInfD;
+  for (int32_t t = 0; t < V; ++t)
+    if (l[t] > -kInf) m = std::max(m, (double)x[t]);
+  if (use_k || use_p) {
+    // The kept columns' keys in id order (capacities V reserved at dds_create).
+    keys->clear();
+    for (int32_t t = 0; t < V; ++t)
+      if (l[t] > -kInf) keys->push_back(sort_key(x[t], t));
+    tmp->resize(keys->size());
+    size_t n = keys->size();
+    if (use_k) {  // the k first keys, sorted; the rest dropped
+      std::partial_sort(keys->begin(), keys->begin() + q.k, keys->end());
+      for (size_t idx = q.k; idx < n; ++idx) keep[(uint32_t)(*keys)[idx]] = 0;
+      n = q.k;
+    } else {
+      sort_keys(keys->data(), n, tmp->data());
+    }
+    order->resize(n);
+    for (size_t idx = 0; idx < n; ++idx) (*order)[idx] = (int32_t)(uint32_t)(*keys)[idx];
+    if (use_p) {
+      double Z1 = 0;
+      for (int32_t t : *order) Z1 += std::exp((double)x[t] - m);
+      const double target = (double)q.p * Z1;
+      // S only grows, so once it reaches the target every later column is dropped.
+      double S = 0;
+      size_t idx = 0;
+      for (; idx < order->size(); ++idx) {
+        if (idx > 0 && !(S < target)) break;
+        S += std::exp((double)x[(*order)[idx]] - m);
+      }
+      for (; idx < order->size(); ++idx) keep[(*order)[idx]] = 0;
     }
   }
-  *first = f;
-  *second = s;
+  if (use_min_p) {
+    // The rule is exp(x - m) >= min_p in float64; a column 1e-6 or more away from the boundary in
+    // the log domain is decided without its exp (exp is monotone and far more accurate than that).
+    const double log_min_p = std::log((double)q.min_p);
+    for (int32_t t = 0; t < V; ++t) {
+      if (!keep[t]) continue;
+      const double d = (double)x[t] - m;
+      if (d > log_min_p + 1e-6) continue;
+      if (d < log_min_p - 1e-6 || !(std::exp(d) >= (double)q.min_p)) keep[t] = 0;
+    }
+  }
+}
+
+// One dds_sample call as seen by the parts running it.
+struct SampleCall {
+  const dds_sample_args* a;
+  int32_t V;
+  const RequestParams* params;  // [num_requests]
+  const int32_t* row_request;   // [num_rows]
+  char* row_empty;              // [num_rows]
+  Scratch* scratch;             // [parts]
+  int parts;
+};
+
+void write_empty_row(const dds_sample_args& a, int32_t V, int32_t i) {
+  if (a.tokens) a.tokens[i] = 0;
+  if (a.argmax) a.argmax[i] = 0;
+  if (a.logprobs) a.logprobs[i] = -kInf;
+  if (a.confidence) a.confidence[i] = 0.f;
+  if (a.margin) a.margin[i] = 0.f;
+  if (a.entropy) a.entropy[i] = 0.f;
+  if (a.probs) fill_probs_zero({a.probs, a.probs_dtype, (int64_t)i * a.probs_row_stride}, V);
+}
+
+// One row of dds_sample (docs/sampling.md §2-§5). Returns false for an empty row.
+bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int32_t i, int32_t j,
+                Scratch& s) {
+  float* l = s.l.data();
+  // §2: guidance, ban, sanitisation (one dtype dispatch per row, then fp32 loops).
+  const float* c = cpu::row_as_f32(a.logits, a.dtype, (int64_t)i * a.row_stride, V, s.x.data());
+  if (q.guided) {
+    const float* u = cpu::row_as_f32(a.uncond_logits, a.dtype,
+                                     (q.uncond_first + j) * a.uncond_row_stride, V, s.u.data());
+    for (int32_t t = 0; t < V; ++t) l[t] = cpu::row_logit(c[t], u[t], q.g, true);
+  } else {
+    for (int32_t t = 0; t < V; ++t) l[t] = cpu::row_logit(c[t], 0.f, 0.f, false);
+  }
+  if (a.banned_token >= 0 && a.banned_token < V) l[a.banned_token] = -kInf;
+  int32_t n0 = 0;
+  for (int32_t t = 0; t < V; ++t) n0 += l[t] > -kInf;
+  if (n0 == 0) return false;
+  const TopTwo tl = top_two(l, V);
+  const int32_t amax = tl.first;
+
+  const bool want_stats = a.logprobs || a.confidence || a.margin || a.entropy || a.probs;
+  const bool want_entropy = a.entropy != nullptr;
+  const ProbsOut po{a.probs, a.probs_dtype, (int64_t)i * a.probs_row_stride};
+  const uint32_t pos = (uint32_t)(a.positions ? a.positions[i] : j);
+  RowStats st;
+  int32_t token;
+  if (q.greedy) {
+    token = amax;
+  } else {
+    // §3 temperature and filters: w = the tempered value on kept columns, -inf elsewhere.
+    float* x = s.x.data();
+    float* w = s.w.data();
+    for (int32_t t = 0; t < V; ++t) x[t] = cpu::temper(l[t], q.invT);
+    const bool filtered = (q.k > 0 && q.k < n0) || q.p < 1.f || q.min_p > 0.f;
+    if (filtered) {
+      filter(x, l, V, n0, q, s.keep.data(), &s.order, &s.keys, &s.keys_tmp);
+      for (int32_t t = 0; t < V; ++t) w[t] = s.keep[t] ? x[t] : -kInf;
+    } else {
+      w = x;  // every column of K0 is kept, and x > -inf exactly there
+    }
+    // §4: the block sums and the processed normaliser from the same exps. Unfiltered, the top
+    // two values of x are those of l tempered (temper is monotone; only the values are used).
+    TopTwo tw;
+    if (filtered) {
+      tw = top_two(w, V);
+    } else {
+      tw.v1 = cpu::temper(tl.v1, q.invT);
+      tw.v2 = cpu::temper(tl.v2, q.invT);
+    }
+    const double M = (double)tw.v1;
+    const double Z = exp_sums(w, V, M, s.block_sums.data(), s.block_any.data());
+    const int32_t nb = (V - 1) / kBlockSize + 1;
+    const int32_t b = pick_block(
+        nb, M,
+        [&](int32_t bb, double* sum) {
+          *sum = s.block_sums[bb];
+          return s.block_any[bb] != 0;
+        },
+        q.seed, q.step, pos, kSaltBlock);
+    const int32_t lo = b * kBlockSize, hi = std::min(V, lo + kBlockSize);
+    token = b < 0 ? 0 : pick_token(lo, hi, [&](int32_t t) { return (double)w[t]; }, q.seed,
+                                   q.step, pos, kSaltToken);
+    if (want_stats && a.stats != DDS_STATS_GUIDED && b >= 0)
+      distribution_stats(w, V, tw, token, Z, want_entropy, po, s.u.data(), &st);
+  }
+  // §5 statistics of the guided distribution, or of the greedy one.
+  if (want_stats && a.stats == DDS_STATS_GUIDED) {
+    distribution_stats(l, V, tl, token, -1.0, want_entropy, po, s.u.data(), &st);
+  } else if (want_stats && q.greedy) {
+    st.logprob = 0;
+    st.confidence = 1;
+    st.margin = 1;
+    st.entropy = 0;
+    if (a.probs) {
+      fill_probs_zero(po, V);
+      store_probs_value(po, token, 1.f);
+    }
+  }
+  if (a.tokens) a.tokens[i] = token;
+  if (a.argmax) a.argmax[i] = amax;
+  if (a.logprobs) a.logprobs[i] = (float)st.logprob;
+  if (a.confidence) a.confidence[i] = (float)st.confidence;
+  if (a.margin) a.margin[i] = (float)st.margin;
+  if (a.entropy) a.entropy[i] = (float)st.entropy;
+  return true;
+}
+
+void sample_part(void* ctx, int part) {
+  const SampleCall& c = *static_cast<const SampleCall*>(ctx);
+  const dds_sample_args& a = *c.a;
+  const int64_t n = a.num_rows;
+  const int32_t begin = (int32_t)(n * part / c.parts), end = (int32_t)(n * (part + 1) / c.parts);
+  for (int32_t i = begin; i < end; ++i) {
+    const int32_t r = c.row_request[i];
+    const int32_t j = i - (a.row_offsets ? a.row_offsets[r] : r);
+    c.row_empty[i] = !sample_row(a, c.V, c.params[r], i, j, c.scratch[part]);
+    if (c.row_empty[i]) write_empty_row(a, c.V, i);
+  }
+}
+
+// The number of participants of a pool when the config asks for `requested` (0 = default).
+int pool_threads(int32_t requested) {
+  if (requested > 0) return requested;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return (int)std::max(1u, std::min(hw, 8u));
 }
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const dds_sampler_config& cfg) : cfg_(cfg) {}
+  explicit CpuBackend(const dds_sampler_config& cfg)
+      : cfg_(cfg), pool_(pool_threads(cfg.num_threads)), params_(cfg.max_requests),
+        row_request_(cfg.max_rows), row_empty_(cfg.max_rows) {
+    scratch_.reserve(pool_.threads());
+    for (int k = 0; k < pool_.threads(); ++k) scratch_.emplace_back(cfg.vocab_size);
+  }
 
   dds_status sample(const dds_sample_args& a, dds_stream) override {
     const int32_t V = cfg_.vocab_size;
-    if (a.request_status)
-      std::fill(a.request_status, a.request_status + a.num_requests, 0);
-    std::vector<float> l(V), x(V);
-    std::vector<char> k0(V), keep(V);
-    std::vector<int32_t> order;
-    std::vector<double> probs(a.probs ? V : 0);
     for (int32_t r = 0; r < a.num_requests; ++r) {
       const int32_t row_begin = a.row_offsets ? a.row_offsets[r] : r;
       const int32_t row_end = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
-      RequestParams q = request_params(a, r, row_end - row_begin);
-      int32_t status = q.status;
-      for (int32_t i = row_begin; i < row_end; ++i) {
-        const int32_t j = i - row_begin;
-        const uint32_t pos = (uint32_t)(a.positions ? a.positions[i] : j);
-        // §2: guidance, ban, sanitisation.
-        int32_t n0 = 0;
-        for (int32_t t = 0; t < V; ++t) {
-          const float c = load(a.logits, a.dtype, (int64_t)i * a.row_stride + t);
-          float v = c;
-          if (q.guided) {
-            const float u =
-                load(a.uncond_logits, a.dtype, (q.uncond_first + j) * a.uncond_row_stride + t);
-            v = (c == -kInf || u == -kInf) ? -kInf : std::fma(q.g, c - u, c);
-          }
-          if (t == a.banned_token) v = -kInf;
-          v = sanitize(v);
-          l[t] = v;
-          k0[t] = v > -kInf;
-          n0 += k0[t];
-        }
-        if (n0 == 0) {
-          status |= DDS_REQ_EMPTY_ROW;
-          write_empty_row(a, i);
-          continue;
-        }
-        int32_t amax, second_l;
-        top_two(l, k0, &amax, &second_l);
-        int32_t token;
-        if (q.greedy) {
-          token = amax;
-          std::copy(k0.begin(), k0.end(), keep.begin());
-        } else {
-          for (int32_t t = 0; t < V; ++t) {
-            float v = l[t] * q.invT;
-            if (v == kInf) v = FLT_MAX;
-            // A finite l whose l * invT overflows to -inf stays in K0 as -FLT_MAX (the mirror of
-            // the +inf rule): a K0 column at -inf made m = -inf, the filters NaN, `keep` empty,
-            // and the two-level sampler index keep[-1024..-1] (found by reading; tests/fuzz/fuzz_sample
-            // re-finds it).
-            else if (v == -kInf && k0[t]) v = -FLT_MAX;
-            x[t] = v;
-          }
-          filter(x, k0, n0, q, &keep, &order);
-          token = two_level_gumbel_max(  // §4
-              V, [&](int32_t t) { return keep[t] ? (double)x[t] : -kInfD; }, q.seed, q.step, pos,
-              kSaltBlock, kSaltToken);
-        }
-        // §5 statistics.
-        RowStats st;
-        const bool want_stats = a.logprobs || a.confidence || a.margin || a.entropy || a.probs;
-        if (want_stats) {
-          if (a.stats == DDS_STATS_GUIDED) {
-            distribution_stats(l, k0, amax, second_l, token, &st, a.probs ? &probs : nullptr);
-          } else if (q.greedy) {
-            st.logprob = 0;
-            st.confidence = 1;
-            st.margin = 1;
-            st.entropy = 0;
-            if (a.probs) {
-              std::fill(probs.begin(), probs.end(), 0.0);
-              probs[token] = 1.0;
-            }
-          } else {
-            int32_t f, s;
-            top_two(x, keep, &f, &s);
-            distribution_stats(x, keep, f, s, token, &st, a.probs ? &probs : nullptr);
-          }
-        }
-        if (a.tokens) a.tokens[i] = token;
-        if (a.argmax) a.argmax[i] = amax;
-        if (a.logprobs) a.logprobs[i] = (float)st.logprob;
-        if (a.confidence) a.confidence[i] = (float)st.confidence;
-        if (a.margin) a.margin[i] = (float)st.margin;
-        if (a.entropy) a.entropy[i] = (float)st.entropy;
-        if (a.probs)
-          for (int32_t t = 0; t < V; ++t)
-            store(a.probs, a.probs_dtype, (int64_t)i * a.probs_row_stride + t, (float)probs[t]);
+      params_[r] = cpu::request_params(a, r, row_end - row_begin);
+      for (int32_t i = row_begin; i < row_end; ++i) row_request_[i] = r;
+    }
+    const int64_t elements = (int64_t)a.num_rows * V;
+    const int parts = (int)std::max<int64_t>(
+        1, std::min<int64_t>({pool_.threads(), a.num_rows, elements / kMinElementsPerPart}));
+    SampleCall call{&a, V, params_.data(), row_request_.data(), row_empty_.data(),
+                    scratch_.data(), parts};
+    pool_.run(parts, sample_part, &call);
+    if (a.request_status) {
+      for (int32_t r = 0; r < a.num_requests; ++r) {
+        const int32_t row_begin = a.row_offsets ? a.row_offsets[r] : r;
+        const int32_t row_end = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
+        int32_t status = params_[r].status;
+        for (int32_t i = row_begin; i < row_end; ++i)
+          if (row_empty_[i]) status |= DDS_REQ_EMPTY_ROW;
+        a.request_status[r] = status;
       }
-      if (a.request_status) a.request_status[r] = status;
     }
     return DDS_OK;
   }
@@ -278,9 +441,10 @@ class CpuBackend final : public Backend {
     const int32_t E = n + 1;
     if (a.request_status)
       std::fill(a.request_status, a.request_status + a.num_requests, 0);
-    std::vector<float> v(V);
-    std::vector<float> sorted;  // finite values ascending, for ranks
-    std::vector<int32_t> idx;
+    Scratch& s = scratch_[0];
+    float* v = s.l.data();
+    std::vector<float>& sorted = s.sorted;  // finite values ascending, for ranks
+    std::vector<int32_t>& idx = s.order;
     for (int32_t r = 0; r < a.num_requests; ++r) {
       if (a.keep && a.keep[r] == 0) continue;
       int32_t status = 0;
@@ -308,25 +472,22 @@ class CpuBackend final : public Backend {
       }
       for (int32_t j = 0; j < nvalid; ++j) {
         const int32_t i = row_begin + j;
-        int32_t nf = 0, amax = -1;
+        const float* src =
+            cpu::row_as_f32(a.logits, a.dtype, (int64_t)i * a.row_stride, V, s.x.data());
+        int32_t nf = 0;
         for (int32_t t = 0; t < V; ++t) {
-          float x = sanitize(load(a.logits, a.dtype, (int64_t)i * a.row_stride + t)) * invT;
+          float x = cpu::sanitize(src[t]) * invT;
           if (x == kInf) x = FLT_MAX;
           v[t] = x;
-          if (x > -kInf) {
-            ++nf;
-            if (amax < 0 || x > v[amax]) amax = t;
-          }
+          nf += x > -kInf;
         }
+        const int32_t amax = nf > 0 ? top_two(v, V).first : -1;
         // log-probs as (v - M) - log Z (see distribution_stats: M + log Z loses log Z when M is
         // near FLT_MAX).
         double M = 0, logS = kInfD;
         if (nf > 0) {
           M = v[amax];
-          double Z = 0;
-          for (int32_t t = 0; t < V; ++t)
-            if (v[t] > -kInf) Z += std::exp((double)v[t] - M);
-          logS = std::log(Z);
+          logS = std::log(exp_sums(v, V, M, nullptr, nullptr));
         }
         sorted.clear();
         for (int32_t t = 0; t < V; ++t)
@@ -398,63 +559,12 @@ class CpuBackend final : public Backend {
   bool host_readable() const override { return true; }
 
  private:
-  void write_empty_row(const dds_sample_args& a, int32_t i) {
-    const int32_t V = cfg_.vocab_size;
-    if (a.tokens) a.tokens[i] = 0;
-    if (a.argmax) a.argmax[i] = 0;
-    if (a.logprobs) a.logprobs[i] = -kInf;
-    if (a.confidence) a.confidence[i] = 0.f;
-    if (a.margin) a.margin[i] = 0.f;
-    if (a.entropy) a.entropy[i] = 0.f;
-    if (a.probs)
-      for (int32_t t = 0; t < V; ++t) store(a.probs, a.probs_dtype, (int64_t)i * a.probs_row_stride + t, 0.f);
-  }
-
-  // §3: top-k, top-p, min-p on x over k0; result in *keep.
-  static void filter(const std::vector<float>& x, const std::vector<char>& k0, int32_t n0,
-                     const RequestParams& q, std::vector<char>* keep_out,
-                     std::vector<int32_t>* order) {
-    const int32_t V = (int32_t)x.size();
-    std::vector<char>& keep = *keep_out;
-    std::copy(k0.begin(), k0.end(), keep.begin());
-    const bool use_k = q.k > 0 && q.k < n0;
-    const bool use_p = q.p < 1.f;
-    const bool use_min_p = q.min_p > 0.f;
-    if (!use_k && !use_p && !use_min_p) return;
-    double m = -kInfD;
-    for (int32_t t = 0; t < V; ++t)
-      if (k0[t]) m = std::max(m, (double)x[t]);
-    auto cmp = [&](int32_t s, int32_t t) { return x[s] > x[t] || (x[s] == x[t] && s < t); };
-    if (use_k || use_p) {
-      order->clear();
-      for (int32_t t = 0; t < V; ++t)
-        if (k0[t]) order->push_back(t);
-      if (use_k) {
-        std::partial_sort(order->begin(), order->begin() + q.k, order->end(), cmp);
-        for (int32_t idx = q.k; idx < (int32_t)order->size(); ++idx) keep[(*order)[idx]] = 0;
-        order->resize(q.k);
-      } else {
-        std::sort(order->begin(), order->end(), cmp);
-      }
-      if (use_p) {
-        double Z1 = 0;
-        for (int32_t t : *order) Z1 += std::exp((double)x[t] - m);
-        const double target = (double)q.p * Z1;
-        double S = 0;
-        for (size_t idx = 0; idx < order->size(); ++idx) {
-          const int32_t t = (*order)[idx];
-          if (idx > 0 && !(S < target)) keep[t] = 0;
-          S += std::exp((double)x[t] - m);
-        }
-      }
-    }
-    if (use_min_p) {
-      for (int32_t t = 0; t < V; ++t)
-        if (keep[t] && !(std::exp((double)x[t] - m) >= (double)q.min_p)) keep[t] = 0;
-    }
-  }
-
   dds_sampler_config cfg_;
+  CpuPool pool_;
+  std::vector<Scratch> scratch_;       // one per participant of the pool
+  std::vector<RequestParams> params_;  // [max_requests]
+  std::vector<int32_t> row_request_;   // [max_rows]
+  std::vector<char> row_empty_;        // [max_rows]
 };
 
 }  // namespace

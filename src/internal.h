@@ -31,7 +31,7 @@ void clear_error();
 
 // Size of the first published version of each argument struct: the smallest struct_size that
 // is accepted. (Fields appended later are defaulted when a caller passes an older size.)
-constexpr size_t kSamplerConfigV1Size = sizeof(dds_sampler_config);
+constexpr size_t kSamplerConfigV1Size = offsetof(dds_sampler_config, num_threads);
 constexpr size_t kSampleArgsV1Size = sizeof(dds_sample_args);
 constexpr size_t kStashArgsV1Size = sizeof(dds_stash_args);
 

@@ -252,6 +252,7 @@ func createSampler(cfg *Config) (cSampler, error) {
 		c.max_stash_width = C.int32_t(cfg.MaxStashWidth)
 	}
 	c.flags = C.uint32_t(cfg.Flags)
+	c.num_threads = C.int32_t(cfg.NumThreads)
 	r := C.ddsgo_create(&c)
 	if err := toError(r.r); err != nil {
 		return nil, err

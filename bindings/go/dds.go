@@ -152,6 +152,9 @@ type Config struct {
 	MaxRequests   int
 	MaxStashWidth int
 	Flags         uint32
+	// NumThreads: CPU backend threads sharing a call's rows (0 = the library's default, 1 =
+	// single-threaded, at most 256). Outputs do not depend on it.
+	NumThreads int
 }
 
 // Sampler is one dds sampler. Its methods may be called from several goroutines: calls on one
@@ -171,7 +174,8 @@ func NewSampler(cfg Config) (*Sampler, error) {
 		name string
 		v    int
 	}{{"Device", cfg.Device}, {"VocabSize", cfg.VocabSize}, {"MaxRows", cfg.MaxRows},
-		{"MaxRequests", cfg.MaxRequests}, {"MaxStashWidth", cfg.MaxStashWidth}} {
+		{"MaxRequests", cfg.MaxRequests}, {"MaxStashWidth", cfg.MaxStashWidth},
+		{"NumThreads", cfg.NumThreads}} {
 		if f.v < math.MinInt32 || f.v > math.MaxInt32 {
 			return nil, argError(ErrInvalidArgument, "dds.NewSampler: cfg.%s (%d) does not fit in int32",
 				f.name, f.v)

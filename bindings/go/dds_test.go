@@ -852,6 +852,8 @@ func TestBadArguments(t *testing.T) {
 	wantErr(t, err, dds.ErrInvalidArgument, "vocab_size")
 	_, err = dds.NewSampler(dds.Config{VocabSize: 10, MaxStashWidth: 5000})
 	wantErr(t, err, dds.ErrInvalidArgument, "max_stash_width")
+	_, err = dds.NewSampler(dds.Config{VocabSize: 10, NumThreads: -1})
+	wantErr(t, err, dds.ErrInvalidArgument, "num_threads")
 	_, err = dds.NewSampler(dds.Config{VocabSize: 1 << 40})
 	wantErr(t, err, dds.ErrInvalidArgument, "VocabSize")
 	if !dds.HasCUDA() {

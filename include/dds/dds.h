@@ -131,6 +131,10 @@ typedef struct dds_sampler_config {
   int32_t max_requests;    /* capacity: most requests in one call, >= 1. Default 1024 */
   int32_t max_stash_width; /* capacity: largest stash top-n, 0..1024. Default 20 */
   uint32_t flags;          /* DDS_FLAG_* bits. Default 0 */
+  /* CPU backend: threads that share a call's rows, 0..256 (the caller's thread plus
+   * num_threads - 1 workers started by dds_create). 0 = the default: the machine's hardware
+   * threads, at most 8. 1 = single-threaded. Outputs do not depend on it. Ignored by CUDA. */
+  int32_t num_threads;
 } dds_sampler_config;
 
 /** Fills *config with defaults and config->struct_size = struct_size. Pass sizeof(*config).

@@ -26,10 +26,26 @@ def x():
     (dict(vocab_size=8, max_rows=0), ValueError, "max_rows"),
     (dict(vocab_size=8, max_stash_width=2000), ValueError, "max_stash_width"),
     (dict(vocab_size=8, device=-1), ValueError, "device"),
+    (dict(vocab_size=8, num_threads=-1), ValueError, "num_threads"),
+    (dict(vocab_size=8, num_threads=300), ValueError, "num_threads"),
 ])
 def test_bad_config(kwargs, exc, name):
     with pytest.raises(exc, match=name):
         dds.Sampler(**kwargs)
+
+
+def test_num_threads_same_tokens():
+    # CPU backend: rows shared by threads give the same outputs as one thread.
+    rng = np.random.default_rng(7)
+    logits = (3 * rng.standard_normal((48, 3000))).astype(np.float32)
+    out = []
+    for n in (1, 2, 0):
+        with dds.Sampler(vocab_size=3000, max_rows=48, num_threads=n) as s:
+            r = s.sample(logits, temperature=0.8, seed=5, outputs=("tokens", "entropy"))
+            out.append((r.tokens.copy(), r.entropy.copy()))
+    for tokens, entropy in out[1:]:
+        assert np.array_equal(tokens, out[0][0])
+        assert np.array_equal(entropy.view(np.uint32), out[0][1].view(np.uint32))
 
 
 def test_raw_module_errors_carry_last_error():

@@ -27,6 +27,7 @@ class dds_sampler_config(_Struct):
     max_requests: int
     max_stash_width: int
     flags: int
+    num_threads: int
     def __init__(self) -> None: ...
 
 class dds_sample_args(_Struct):

@@ -131,7 +131,7 @@ class Sampler:
 
     def __init__(self, vocab_size: int, *, backend: str = "cpu", device: int = 0,
                  max_rows: int = 4096, max_requests: int = 1024, max_stash_width: int = 20,
-                 debug: bool = False) -> None:
+                 debug: bool = False, num_threads: int = 0) -> None:
         self._handle: Any = None
         if not isinstance(backend, str) or backend.lower() not in _BACKENDS:
             raise ValueError(f"backend: must be 'cpu' or 'cuda', got {backend!r}")
@@ -142,6 +142,8 @@ class Sampler:
         self.max_requests: int = _check_int(max_requests, "max_requests", 1, 2 ** 31 - 1)
         self.max_stash_width: int = _check_int(max_stash_width, "max_stash_width", 0, 1024)
         self.debug: bool = bool(debug)
+        # CPU backend: threads sharing a call's rows (0 = default, 1 = single-threaded).
+        self.num_threads: int = _check_int(num_threads, "num_threads", 0, 256)
         cfg = _dds.dds_sampler_config()
         cfg.backend = _BACKENDS[self.backend]
         cfg.device = self.device
@@ -150,6 +152,7 @@ class Sampler:
         cfg.max_requests = self.max_requests
         cfg.max_stash_width = self.max_stash_width
         cfg.flags = _dds.DDS_FLAG_DEBUG_CHECKS if self.debug else 0
+        cfg.num_threads = self.num_threads
         self._lock = threading.Lock()
         self._handle = _dds.dds_create(cfg)
 

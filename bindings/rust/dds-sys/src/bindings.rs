@@ -132,6 +132,7 @@ pub struct dds_sampler_config {
     pub max_requests: i32,
     pub max_stash_width: i32,
     pub flags: u32,
+    pub num_threads: i32,
 }
 #[test]
 fn bindgen_test_layout_dds_sampler_config() {
@@ -281,6 +282,23 @@ fn bindgen_test_layout_dds_sampler_config() {
         );
     }
     test_field_flags();
+    fn test_field_num_threads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_sampler_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).num_threads) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_sampler_config),
+                "::",
+                stringify!(num_threads)
+            )
+        );
+    }
+    test_field_num_threads();
 }
 extern "C" {
     #[doc = " Fills *config with defaults and config->struct_size = struct_size. Pass sizeof(*config)."]

@@ -29,6 +29,7 @@ pub struct SamplerConfig {
     max_requests: usize,
     max_stash_width: usize,
     debug_checks: bool,
+    num_threads: usize,
 }
 
 impl SamplerConfig {
@@ -51,6 +52,7 @@ impl SamplerConfig {
             max_requests: raw.max_requests.max(0) as usize,
             max_stash_width: raw.max_stash_width.max(0) as usize,
             debug_checks: raw.flags & sys::DDS_FLAG_DEBUG_CHECKS != 0,
+            num_threads: raw.num_threads.max(0) as usize,
         }
     }
     /// Backend (default [`Backend::Cpu`]).
@@ -75,6 +77,12 @@ impl SamplerConfig {
     /// Largest stash `num_top` (default 20, at most 1024).
     pub fn max_stash_width(mut self, n: usize) -> Self {
         self.max_stash_width = n;
+        self
+    }
+    /// CPU backend: threads that share a call's rows (0 = the library's default, 1 =
+    /// single-threaded, at most 256). Outputs do not depend on it; the CUDA backend ignores it.
+    pub fn num_threads(mut self, n: usize) -> Self {
+        self.num_threads = n;
         self
     }
     /// `DDS_FLAG_DEBUG_CHECKS`: validate device-resident per-request arrays on the host (slow).
@@ -113,6 +121,7 @@ impl SamplerConfig {
         raw.max_rows = conv("max_rows", self.max_rows)?;
         raw.max_requests = conv("max_requests", self.max_requests)?;
         raw.max_stash_width = conv("max_stash_width", self.max_stash_width)?;
+        raw.num_threads = conv("num_threads", self.num_threads)?;
         if self.debug_checks {
             raw.flags |= sys::DDS_FLAG_DEBUG_CHECKS;
         } else {

@@ -25,6 +25,11 @@ fn bad_configs() {
         "max_stash_width",
     );
     expect_err(
+        Sampler::new(&SamplerConfig::new(10).num_threads(300)),
+        ErrorCode::InvalidArgument,
+        "num_threads",
+    );
+    expect_err(
         Sampler::new(&SamplerConfig::new(1usize << 40)),
         ErrorCode::InvalidArgument,
         "vocab_size",

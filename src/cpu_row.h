@@ -1,0 +1,141 @@
+// The CPU backend's row model: a request's parameters after the sanitising rules of
+// docs/sampling.md §1 (one function), and the per-column transform of §2 (small inline functions
+// that the row loops call, so that the loops vectorise and the rules live in one place).
+#ifndef DDS_SRC_CPU_ROW_H_
+#define DDS_SRC_CPU_ROW_H_
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "dds/dds.h"
+#include "dtype.h"
+
+namespace dds {
+namespace cpu {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// NaN -> -inf, +inf -> FLT_MAX (docs/sampling.md §2).
+inline float sanitize(float x) {
+  if (std::isnan(x)) return -kInf;
+  if (x == kInf) return FLT_MAX;
+  return x;
+}
+
+// §2 for one column (the ban is applied by the caller): l = fmaf(g, c - u, c) for a guided
+// request (-inf where c or u is), l = c otherwise; then sanitised.
+inline float row_logit(float c, float u, float g, bool guided) {
+  const float v = guided ? ((c == -kInf || u == -kInf) ? -kInf : std::fma(g, c - u, c)) : c;
+  return sanitize(v);
+}
+
+// §3 temperature: a = l * invT in fp32; +inf -> FLT_MAX, and a finite l whose product overflows
+// to -inf stays in the row as -FLT_MAX (a column at -inf made the filters NaN; found by reading,
+// tests/fuzz/fuzz_sample re-finds it).
+inline float temper(float l, float invT) {
+  const float v = l * invT;
+  if (v == kInf) return FLT_MAX;
+  if (v == -kInf && l > -kInf) return -FLT_MAX;
+  return v;
+}
+
+// A row of `dtype` values as fp32: `src` itself for F32, else converted into buf[0, V).
+inline const float* row_as_f32(const void* base, int32_t dtype, int64_t offset, int32_t V,
+                               float* buf) {
+  switch (dtype) {
+    case DDS_DTYPE_F32: return static_cast<const float*>(base) + offset;
+    case DDS_DTYPE_BF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(base) + offset;
+      for (int32_t t = 0; t < V; ++t) buf[t] = bf16_to_f32(s[t]);
+      return buf;
+    }
+    default: {
+      const uint16_t* s = static_cast<const uint16_t*>(base) + offset;
+      for (int32_t t = 0; t < V; ++t) buf[t] = f16_to_f32(s[t]);
+      return buf;
+    }
+  }
+}
+
+// Request parameters after the sanitisation rules of docs/sampling.md §1.
+struct RequestParams {
+  bool guided = false;
+  int64_t uncond_first = 0;
+  float g = 0.f;
+  float T = 1.f;
+  bool greedy = false;
+  float invT = 1.f;
+  int32_t k = 0;
+  float p = 1.f;
+  float min_p = 0.f;
+  uint64_t seed = 0;
+  uint32_t step = 0;
+  int32_t status = 0;
+};
+
+inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t rows_in_request) {
+  RequestParams q;
+  float T = a.temperatures ? a.temperatures[r] : a.temperature;
+  if (std::isnan(T) || T < 0.f || std::isinf(T)) {
+    T = 1.f;
+    q.status |= DDS_REQ_BAD_TEMPERATURE;
+  }
+  q.T = T;
+  if (T == 0.f) {
+    q.greedy = true;
+  } else {
+    q.invT = 1.0f / T;
+    if (std::isinf(q.invT)) q.greedy = true;
+  }
+  float g = a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale;
+  if (!std::isfinite(g)) {
+    g = 0.f;
+    q.status |= DDS_REQ_BAD_GUIDANCE;
+  }
+  q.g = g;
+  if (a.uncond_logits != nullptr && g != 0.f) {
+    int64_t first = -1;
+    if (a.uncond_row_offsets == nullptr) {
+      first = (a.row_offsets ? a.row_offsets[r] : r);
+    } else {
+      first = a.uncond_row_offsets[r];
+    }
+    if (a.uncond_row_offsets == nullptr || first >= 0) {
+      if (first < 0 || first + rows_in_request > a.uncond_num_rows) {
+        q.status |= DDS_REQ_BAD_UNCOND_ROWS;
+      } else {
+        q.guided = true;
+        q.uncond_first = first;
+      }
+    }
+  }
+  int32_t k = a.top_ks ? a.top_ks[r] : a.top_k;
+  if (k < 0) {
+    k = 0;
+    q.status |= DDS_REQ_BAD_TOP_K;
+  }
+  q.k = k;
+  float p = a.top_ps ? a.top_ps[r] : a.top_p;
+  if (std::isnan(p)) {
+    p = 1.f;
+    q.status |= DDS_REQ_BAD_TOP_P;
+  }
+  q.p = p;
+  float mp = a.min_ps ? a.min_ps[r] : a.min_p;
+  if (std::isnan(mp) || mp < 0.f) {
+    mp = 0.f;
+    q.status |= DDS_REQ_BAD_MIN_P;
+  }
+  if (mp > 1.f) mp = 1.f;
+  q.min_p = mp;
+  q.seed = a.seeds ? a.seeds[r] : a.seed;
+  q.step = a.steps ? a.steps[r] : a.step;
+  return q;
+}
+
+}  // namespace cpu
+}  // namespace dds
+
+#endif  // DDS_SRC_CPU_ROW_H_
