@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # Builds libdds with its tests and examples into ./build and runs every CTest test (labels cpu,
-# gpu, example). GPU tests exit 77 without a device and are reported as skipped, not passed.
+# gpu, example; with --emu also emu, the host emulation of the CUDA kernels, which
+# scripts/test.sh runs as a stage of its own). GPU tests exit 77 without a device and are reported
+# as skipped, not passed.
 # Installs missing build dependencies first (Debian, as root). See scripts/common.sh for the
 # environment variables (DDS_BUILD_DIR_NAME, DDS_WITH_CUDA, DDS_JOBS).
-#   scripts/test-c.sh [--build-only | --test-only]
+#   scripts/test-c.sh [--build-only | --test-only] [--emu]
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "$0")/common.sh"
 cd "${DDS_ROOT}"
 
-mode="${1:-all}"
-case "$mode" in
-  all | --build-only | --test-only) ;;
-  *) dds_die "usage: scripts/test-c.sh [--build-only | --test-only]" ;;
-esac
+mode=all
+labels=(-LE emu)
+for arg in "$@"; do
+  case "$arg" in
+    --build-only | --test-only) mode="$arg" ;;
+    --emu) labels=() ;;
+    *) dds_die "usage: scripts/test-c.sh [--build-only | --test-only] [--emu]" ;;
+  esac
+done
 
 dds_ensure_c_deps
 if [[ "$mode" != --test-only ]]; then
@@ -22,10 +28,10 @@ if [[ "$mode" != --test-only ]]; then
 fi
 [[ "$mode" != --build-only ]] || exit 0
 
-dds_log "ctest --test-dir ${DDS_BUILD} (all labels)"
+dds_log "ctest --test-dir ${DDS_BUILD} ${labels[*]:-(all labels)}"
 log="${DDS_BUILD}/ctest.log"
 rc=0
-ctest --test-dir "${DDS_BUILD}" --output-on-failure --no-tests=error -j "${DDS_JOBS}" \
+ctest --test-dir "${DDS_BUILD}" "${labels[@]}" --output-on-failure --no-tests=error -j "${DDS_JOBS}" \
   2>&1 | tee "$log" || rc=$?
 
 passed="$(grep -cE 'Test +#[0-9]+: .* Passed' "$log" || true)"

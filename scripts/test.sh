@@ -64,11 +64,11 @@ if ! run_stage "C build (scripts/test-c.sh)" bash scripts/test-c.sh --build-only
   summary || true
   exit 1
 fi
-run_stage "C tests (ctest, all labels)" bash scripts/test-c.sh --test-only || true
-# The CUDA kernels (sample, verify, reveal, shard) compiled for the host (a std::thread per CUDA
-# thread) against the CPU backend: their logic is checked on every run, GPU or not
-# (docs/cuda_sample.md §3).
-run_stage "CUDA kernels, host emulation" bash tests/emu/ci.sh "${DDS_BUILD}" || true
+run_stage "C tests (ctest -LE emu)" bash scripts/test-c.sh --test-only || true
+# The CUDA kernels compiled for the host and run against the CPU backend (CTest label emu,
+# tests/emu/README.md): their logic is checked on every run, GPU or not.
+run_stage "CUDA kernels, host emulation" ctest --test-dir "${DDS_BUILD}" -L emu --output-on-failure \
+  --no-tests=error -j "${DDS_JOBS}" || true
 
 export DDS_BUILD_DIR="${DDS_BUILD}"
 export DDS_LIB_DIR="${DDS_BUILD}"

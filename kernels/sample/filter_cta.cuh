@@ -770,7 +770,6 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 // (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row.
 template <int DT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
-  pdl_sync();
   DDS_DYNAMIC_SMEM(smem_raw);
   if (!P.direct_filter) {
     const int n = min((int)*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);

@@ -112,7 +112,6 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
   P.bpw = plan.bpw;
   P.fbpw = DT == 0 ? 1 : plan.fbpw;
   P.fuse_finish = plan.fuse_finish;
-  P.block_approx = 1;
   P.direct_filter = plan.direct_filter;
   P.pass_top2 = plan.pass_top2;
   P.cf_wpc = plan.cf_wpc;

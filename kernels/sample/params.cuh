@@ -96,7 +96,6 @@ struct SampleParams {
   // with several warps per row, counters[row] (zeroed on the stream before the launch) counts
   // the warps done.
   int fuse_finish;
-  int block_approx;  // finish_plain_warp: block scores pre-selected in fp32
   int direct_filter;  // filtered rows: filter_kernel, a CTA per row (no candidate lists)
   int pass_top2;      // row_pass_kernel records each block's first argmax and runner-up
   int cf_wpc;         // cand_finish_kernel: warps (rows) per CTA, 1..kRowWarps (0: cand_finish_wpc)
@@ -105,7 +104,6 @@ struct SampleParams {
   int small_cta;      // small_plain_kernel with a CTA per row (small_cta_default)
   int small_filter;   // filtered rows of V <= 2048: small_filter_kernel (no lists, no fallback)
   int small_filter_cta;  // small_filter_kernel with a CTA per row (small_filter_cta_default)
-  int pdl;               // launch_sample_dt: programmatic dependent launch between the kernels
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;

@@ -96,7 +96,6 @@ __device__ __forceinline__ Top2 cta_top2(FinSmem& sm, Top2 v, int lane, int wid)
 
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __grid_constant__ SampleParams P) {
-  pdl_sync();
   __shared__ FinSmem sm;
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
@@ -326,7 +325,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
     const double sa = (double)__ldcg(&recs[b].sa);
     return ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
   };
-  if (need_a && P.block_approx) {
+  if (need_a) {
     // Block scores first in fp32 (approx_gumbel, __logf: |error| < 1e-4 + 2.5e-7 |score|); the
     // exact float64 score only for blocks within twice approx_margin of the best one (the block
     // the exact scores pick is always among them). Each lane keeps its best two fp32 scores; a
@@ -352,11 +351,8 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
         if (m1 != neg_inf()) argmax_merge(best, bbest, exact_score(b, xform(m1, q.invT)), b);
       }
     }
-  } else {
-    for (int b = lane; b < nb; b += 32) {
-      const float ma = block_sum(b);
-      if (need_a && __ldcg(&recs[b].maxl) != neg_inf()) argmax_merge(best, bbest, exact_score(b, ma), b);
-    }
+  } else {  // greedy: the sums only (statistics)
+    for (int b = lane; b < nb; b += 32) block_sum(b);
   }
   Za = warp_sumd(Za);
   Ea = warp_sumd(Ea);
@@ -413,7 +409,6 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
 
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) plain_finish_warp_kernel(const __grid_constant__ SampleParams P) {
-  pdl_sync();
   const int lane = threadIdx.x & 31;
   const long long row_ll = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
   if (row_ll >= P.num_rows) return;

@@ -86,7 +86,6 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
 // per SM stay resident while the finishes run: 4096 x 1025 is one wave).
 template <int DT, bool FUSED>
 __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kernel(const __grid_constant__ SampleParams P) {
-  pdl_sync();
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;

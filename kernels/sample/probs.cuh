@@ -11,7 +11,6 @@ namespace ksample {
 // Probabilities (after the row kernels): one CTA of 256 threads per (row, 4096-column chunk).
 template <int DT>
 __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ SampleParams P, int chunks) {
-  pdl_sync();
   constexpr int VEC = Elt<DT>::VEC;
   const long long bid = blockIdx.x;
   const int row = (int)(bid / chunks);
@@ -83,7 +82,6 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
 }
 
 __global__ void status_kernel(SampleParams P) {
-  pdl_sync();
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= P.num_requests) return;
   const Req q = load_req(P, r);

@@ -34,19 +34,6 @@ struct Elt<2> {
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
-// Programmatic dependent launch (sm_90; launch_sample_dt): every kernel of a dds_sample call but
-// the first is launched with programmatic stream serialization, so its CTAs may be scheduled once
-// every CTA of the previous kernel runs; each kernel first waits for the previous one to complete
-// (griddepcontrol.wait: all its memory operations visible), then lets the next one be scheduled.
-// The same order of effects as plain stream order; what it saves is the launch gap between two
-// kernels. No-ops without the launch attribute, and in the host emulation.
-__device__ __forceinline__ void pdl_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // Per-request parameters after docs/sampling.md §1.
 struct Req {
   int row_begin, row_end;

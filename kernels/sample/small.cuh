@@ -269,7 +269,6 @@ template <int DT, int NT, bool CTA>
 // short tail (80 measured no faster, docs/device-runs.md), 128 with a whole second block; the CTA
 // form 128.
 __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
-  pdl_sync();
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
@@ -388,7 +387,6 @@ struct SmallFiltSmem {
 };
 template <int DT, int NT, bool CTA>
 __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, CTA ? 2 : (NT <= 1 ? 7 : 5)) small_filter_kernel(const __grid_constant__ SampleParams P) {
-  pdl_sync();
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
