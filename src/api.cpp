@@ -8,6 +8,14 @@
 #include <vector>
 
 #include "internal.h"
+#include "status.h"  // kernels/common: the kernels' names of the DDS_REQ_* bits
+
+static_assert(dds::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE && dds::kReqBadGuidance == DDS_REQ_BAD_GUIDANCE &&
+                  dds::kReqBadTopK == DDS_REQ_BAD_TOP_K && dds::kReqBadTopP == DDS_REQ_BAD_TOP_P &&
+                  dds::kReqBadMinP == DDS_REQ_BAD_MIN_P && dds::kReqBadUncondRows == DDS_REQ_BAD_UNCOND_ROWS &&
+                  dds::kReqEmptyRow == DDS_REQ_EMPTY_ROW && dds::kReqBadSlot == DDS_REQ_BAD_SLOT &&
+                  dds::kReqBadPolicy == DDS_REQ_BAD_POLICY && dds::kReqBadPosition == DDS_REQ_BAD_POSITION,
+              "kernels/common/status.h and include/dds/dds.h disagree");
 
 namespace dds {
 namespace {

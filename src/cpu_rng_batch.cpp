@@ -1,7 +1,7 @@
 // random_bits_batch (cpu_two_level.h): Philox4x32-10 for a run of consecutive ids, written as
 // vector lanes: AVX-512 (8 ids per vector) or AVX2 (4), with the 32 x 32 -> 64-bit products of
 // vpmuludq, else 16 plain lanes for the baseline ISA; picked once by CPU feature at load time.
-// Integer arithmetic only, so every path returns the bits of kernels/rng.h's random_bits (and
+// Integer arithmetic only, so every path returns the bits of kernels/common/rng.h's random_bits (and
 // tests/cpu/test_cpu_fast.cpp checks them against it).
 #include <algorithm>
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kLanes = 16;
 
-// random_bits for ids id0 .. id0 + kLanes - 1 (kernels/rng.h: key = seed, counter = (id,
+// random_bits for ids id0 .. id0 + kLanes - 1 (kernels/common/rng.h: key = seed, counter = (id,
 // position, step, salt), bits = x0 | x1 << 32).
 __attribute__((always_inline)) inline void philox_lanes(uint64_t seed, uint32_t step, uint32_t position, uint32_t id0,
                          uint32_t salt, uint64_t* out) {

@@ -1,7 +1,7 @@
-// Warp-level helpers shared by the CUDA kernels (kernels/sample.cuh, src/cuda_shard.cu): top-2
+// Warp-level helpers shared by the CUDA kernels (kernels/sample/, kernels/shard/): top-2
 // (multiset runner-up) and argmax merges, butterfly reductions (every lane ends with the result;
 // the reduction order is fixed, so sums are deterministic), and the fp32 Gumbel approximation
-// that pre-selects the few candidates whose exact float64 score (kernels/rng.h) is computed.
+// that pre-selects the few candidates whose exact float64 score (kernels/common/rng.h) is computed.
 // Framework-free; the includer provides the CUDA runtime (or tests/emu/cuda_emu.h).
 #ifndef DDS_KERNELS_WARP_CUH_
 #define DDS_KERNELS_WARP_CUH_

@@ -16,6 +16,7 @@
 
 #include "../common/launch.cuh"
 #include "../common/rng.h"
+#include "../common/status.h"
 
 namespace dds {
 namespace reveal {
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   int32_t policy = p.policies ? p.policies[r] : p.policy;
   if (policy < 0 || policy > 3) {
     policy = 0;
-    status |= 256;  // DDS_REQ_BAD_POLICY
+    status |= kReqBadPolicy;
   }
   const uint64_t seed = p.seeds ? p.seeds[r] : p.seed;
   const uint32_t step = p.steps ? p.steps[r] : p.step;
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   }
   const int32_t m = block_sum(m_local, s_red);
   const int32_t n_thr = block_sum(thr_local, s_red);
-  if (block_sum(bad_local, s_red) > 0) status |= 512;  // DDS_REQ_BAD_POSITION
+  if (block_sum(bad_local, s_red) > 0) status |= kReqBadPosition;
 
   // How many.
   int32_t n = 0;

@@ -13,6 +13,7 @@
 #include "../common/device.cuh"
 #include "../common/dtype.h"
 #include "../common/rng.h"
+#include "../common/status.h"
 #include "../common/warp.cuh"
 #include "plan.h"
 
@@ -20,7 +21,7 @@ namespace dds {
 namespace ksample {
 
 
-using namespace kwarp;  // Top2, warp reductions, argmax_merge, approx_gumbel (kernels/warp.cuh)
+using namespace kwarp;  // Top2, warp reductions, argmax_merge, approx_gumbel (kernels/common/warp.cuh)
 
 constexpr int kHistBins = 2048;
 constexpr int kProbsChunk = 8192;  // columns per CTA of probs_kernel

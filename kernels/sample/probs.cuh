@@ -89,7 +89,7 @@ __global__ void status_kernel(SampleParams P) {
   const int b = max(0, q.row_begin), e = min(P.num_rows, q.row_end);
   for (int row = b; row < e; ++row)
     if (P.rowinfo[row].empty) {
-      st |= 64;  // DDS_REQ_EMPTY_ROW
+      st |= kReqEmptyRow;
       break;
     }
   P.request_status[r] = st;

@@ -69,7 +69,7 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   float T = P.temps ? __ldg(P.temps + r) : P.temp;
   if (isnan(T) || T < 0.f || isinf(T)) {
     T = 1.f;
-    q.status |= 1;  // DDS_REQ_BAD_TEMPERATURE
+    q.status |= kReqBadTemperature;
   }
   q.greedy = false;
   q.invT = 1.f;
@@ -82,7 +82,7 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   float g = P.gs ? __ldg(P.gs + r) : P.g;
   if (!isfinite(g)) {
     g = 0.f;
-    q.status |= 2;  // DDS_REQ_BAD_GUIDANCE
+    q.status |= kReqBadGuidance;
   }
   q.g = g;
   q.guided = false;
@@ -94,7 +94,7 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
                                            : (long long)q.row_begin;
     if (P.uncond_row_offsets == nullptr || first >= 0) {
       if (!rows_ok || first < 0 || first + (q.row_end - q.row_begin) > P.uncond_num_rows) {
-        q.status |= 32;  // DDS_REQ_BAD_UNCOND_ROWS
+        q.status |= kReqBadUncondRows;
       } else {
         q.guided = true;
         q.ufirst = first;
@@ -104,19 +104,19 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   int k = P.ks ? __ldg(P.ks + r) : P.k;
   if (k < 0) {
     k = 0;
-    q.status |= 4;
+    q.status |= kReqBadTopK;
   }
   q.k = k;
   float p = P.ps ? __ldg(P.ps + r) : P.p;
   if (isnan(p)) {
     p = 1.f;
-    q.status |= 8;
+    q.status |= kReqBadTopP;
   }
   q.p = p;
   float mp = P.minps ? __ldg(P.minps + r) : P.minp;
   if (isnan(mp) || mp < 0.f) {
     mp = 0.f;
-    q.status |= 16;
+    q.status |= kReqBadMinP;
   }
   if (mp > 1.f) mp = 1.f;
   q.minp = mp;

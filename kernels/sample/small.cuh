@@ -15,7 +15,7 @@ namespace ksample {
 // maximum's block, one launch. The same arithmetic as plain_pass_kernel
 // + a finish (block_sums on the same column layout, add_rec_terms in the warp finish's order, the
 // block and token scores of finish_plain_warp), so every output is the same bits whichever path
-// runs (DDS_SAMPLE_SMALL=0 selects the general path for A/B runs).
+// runs (the plan override small_plain=0 selects the general path; tests compare the two).
 // NT: 16-byte groups per lane held for block 1: 0 (V <= 1024), 1 (a last block of at most
 // 32 * VEC columns: only group 0 exists), NJ (any last block).
 template <int DT>
@@ -266,7 +266,7 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
 // arithmetic, so the same bits as the warp per row.
 template <int DT, int NT, bool CTA>
 // Register caps: the warp form 64 (4 CTAs of 256 threads per SM) for rows of one block and a
-// short tail (80 measured no faster, docs/device-runs.md), 128 with a whole second block; the CTA
+// short tail (80 measured no faster), 128 with a whole second block; the CTA
 // form 128.
 __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
 // (the row's candidate area), its sums (integers, so any order gives the same bits) and the two
 // block scores, then the token among the winning block's kept columns (list_token: no Philox draw
 // for a column not kept). The decisions and sums are finish_filtered's on a complete list, so the
-// outputs are its bits (DDS_SAMPLE_SMALL_FILTER=0 selects the general path for A/B runs). The
+// outputs are its bits (the plan override small_filter=0 selects the general path). The
 // choice depends on V only, so batch invariance holds whatever the order of the guided sums
 // (block_sums', the same arithmetic as row_pass_kernel's).
 constexpr int kSmallFiltWarps = 4;  // rows per CTA (static shared memory < 48 KB at NT = all)

@@ -31,6 +31,7 @@
 #include "../common/dtype.h"
 #include "../common/launch.cuh"
 #include "../common/rng.h"
+#include "../common/status.h"
 
 namespace dds {
 namespace verify {
@@ -119,7 +120,7 @@ __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   float T = P.temps ? P.temps[r] : P.temp;
   if (isnan(T) || T < 0.f || isinf(T)) {
     T = 1.f;
-    q.status |= 1;  // DDS_REQ_BAD_TEMPERATURE
+    q.status |= kReqBadTemperature;
   }
   q.greedy = false;
   q.invT = 1.f;
@@ -132,19 +133,19 @@ __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   int32_t k = P.ks ? P.ks[r] : P.k;
   if (k < 0) {
     k = 0;
-    q.status |= 4;  // DDS_REQ_BAD_TOP_K
+    q.status |= kReqBadTopK;
   }
   q.k = k;
   float p = P.ps ? P.ps[r] : P.p;
   if (isnan(p)) {
     p = 1.f;
-    q.status |= 8;  // DDS_REQ_BAD_TOP_P
+    q.status |= kReqBadTopP;
   }
   q.p = p;
   float mp = P.minps ? P.minps[r] : P.minp;
   if (isnan(mp) || mp < 0.f) {
     mp = 0.f;
-    q.status |= 16;  // DDS_REQ_BAD_MIN_P
+    q.status |= kReqBadMinP;
   }
   if (mp > 1.f) mp = 1.f;
   q.minp = mp;
@@ -682,9 +683,9 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
     if (P.request_status) {
       int32_t st = q.status;
       for (int32_t e = 0; e <= q.nr; ++e)
-        if (target_info(P, r, e).mode == kModeEmpty) st |= 64;  // DDS_REQ_EMPTY_ROW
+        if (target_info(P, r, e).mode == kModeEmpty) st |= kReqEmptyRow;
       for (int32_t e = 0; e < q.nr; ++e)
-        if (draft_info(P, r, e).mode == kModeEmpty) st |= 64;
+        if (draft_info(P, r, e).mode == kModeEmpty) st |= kReqEmptyRow;
       P.request_status[r] = st;
     }
   }

@@ -82,7 +82,7 @@ TEST_CASE("uniform: odd multiples of 2^-53, exact, inside (0, 1)") {
   CHECK(std::isfinite(dds::bits_to_gumbel(~0ull)));
 }
 
-// Pinned dds Gumbel values (also listed in docs/sampling.md §6). Generated once from kernels/rng.h
+// Pinned dds Gumbel values (also listed in docs/sampling.md §6). Generated once from kernels/common/rng.h
 // with glibc's log/log1p. bits and u are pinned exactly; G exactly on this platform (glibc's log
 // and log1p are correctly rounded in practice), and within 2 ulp as the portable contract.
 TEST_CASE("pinned Gumbel values G(seed, step, pos, id, salt)") {

@@ -1,4 +1,4 @@
-// Host emulation of the further CUDA features kernels/sample.cuh uses (on top of cuda_emu.h):
+// Host emulation of the further CUDA features the kernels use (on top of cuda_emu.h):
 // vector types, bit casts, __ldg / __ldcg, fences, __syncwarp, __shfl_sync, and a
 // dynamic shared memory buffer (blocks run one after another, so one buffer serves them all).
 #pragma once

@@ -1,4 +1,4 @@
-// Host-emulated CUDA dds_sample kernels (kernels/sample.cuh, see run_sample.sh) against the CPU
+// Host-emulated CUDA dds_sample kernels (kernels/sample/, see run_sample.sh) against the CPU
 // backend: a mixed batch of 22 row kinds (top-k / top-p / min-p / greedy / guided / ties / flat /
 // -inf / NaN rows, per-request arrays), every output incl. probs compared (tokens, argmax, status
 // exact; statistics within 1e-5 relative). The kernels run as the CUDA backend runs them: the

@@ -15,6 +15,8 @@
 
 #include "cpu/test_util.h"
 #include "dtype.h"
+#include "sample/plan.h"
+#include "testing.h"
 
 namespace {
 
@@ -465,8 +467,8 @@ TEST_CASE("sanitizer: small mixed batches (both filter paths, every kernel)") {
   parity(1025, 40, DDS_DTYPE_BF16, 301, 0, true, DDS_STATS_PROCESSED, true, DDS_DTYPE_F32);
   parity(5000, 40, DDS_DTYPE_F32, 302, 3, false, DDS_STATS_PROCESSED, true, DDS_DTYPE_BF16);
   parity(5000, 27, DDS_DTYPE_F16, 303, 0, true, DDS_STATS_GUIDED, true, DDS_DTYPE_F16);
-  // 1024 rows of 17 blocks: two warps per row in the pass, the warp-per-row finish kernel
-  // (DDS_SAMPLE_FUSE=1: the row's last warp finishes it through the per-row counters).
+  // 1024 rows of 17 blocks: two warps per row in the pass, the warp-per-row finish kernel (the
+  // fused finish of such rows, through the per-row counters: the launch plans test below).
   parity(17000, 1024, DDS_DTYPE_BF16, 304, 0, false, DDS_STATS_PROCESSED, false, 0);
 }
 
@@ -815,4 +817,50 @@ TEST_CASE("parity: filtered rows through the candidates and the fallback (mixed 
   filter_parity(151936, 36, DDS_DTYPE_F32, seed++, DDS_STATS_GUIDED, true);
   filter_parity(7, 36, DDS_DTYPE_F32, seed++, DDS_STATS_PROCESSED, true);
   filter_parity(262144, 300, DDS_DTYPE_F32, seed++, DDS_STATS_PROCESSED, false);
+}
+
+// Every plan computes the same bits (kernels/sample/plan.h): the default plan's outputs against
+// each forced choice of the launch plan (the internal hook, src/testing.h), byte for byte. The
+// direct filter path sums a row's statistics in another order: tokens and argmax exact there,
+// statistics within the parity tolerance.
+TEST_CASE("launch plans: every forced kernel choice gives the default plan's outputs") {
+  struct Shape {
+    int32_t V, rows, dtype, stats;
+  };
+  const Shape shapes[] = {{1025, 40, DDS_DTYPE_F32, DDS_STATS_GUIDED},
+                          {2048, 300, DDS_DTYPE_BF16, DDS_STATS_PROCESSED},
+                          {5000, 40, DDS_DTYPE_BF16, DDS_STATS_PROCESSED},
+                          {40000, 22, DDS_DTYPE_F32, DDS_STATS_PROCESSED},
+                          {17000, 1030, DDS_DTYPE_F16, DDS_STATS_GUIDED}};
+  const char* plans[] = {"cta=0", "cta=1", "small_plain=0", "small_plain=0,fuse=1",
+                         "small_plain=0,fuse=0", "small_filter=0", "exact_all=1", "top2=0",
+                         "top2=1", "fbpw=1", "fbpw=3", "bpw=1", "bpw=4", "cf_wpc=1",
+                         "smem_row=0", "filter_grid=1", "direct=1"};
+  for (const Shape& sh : shapes) {
+    Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 900 + sh.V, sh.stats, true);
+    dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, sh.V, sh.rows, pb.R);
+    const Results ref = run(gpu, pb, true);
+    for (const char* text : plans) {
+      dds::ksample::SamplePlanOverrides o;
+      const char* err = nullptr;
+      REQUIRE(dds::ksample::parse_plan_overrides(text, &o, &err));
+      REQUIRE(dds::testing::set_sample_plan(gpu, o) == DDS_OK);
+      const Results got = run(gpu, pb, true);
+      INFO("V=" << sh.V << " rows=" << sh.rows << " dtype=" << sh.dtype << " plan " << text);
+      CHECK(got.tokens == ref.tokens);
+      CHECK(got.argmax == ref.argmax);
+      CHECK(got.status == ref.status);
+      if (std::strcmp(text, "direct=1") == 0) {
+        CHECK(compare(pb, ref, got, text) == 0);
+      } else {
+        CHECK(std::memcmp(got.logprobs.data(), ref.logprobs.data(), 4 * ref.logprobs.size()) == 0);
+        CHECK(std::memcmp(got.conf.data(), ref.conf.data(), 4 * ref.conf.size()) == 0);
+        CHECK(std::memcmp(got.margin.data(), ref.margin.data(), 4 * ref.margin.size()) == 0);
+        CHECK(std::memcmp(got.entropy.data(), ref.entropy.data(), 4 * ref.entropy.size()) == 0);
+        CHECK(std::memcmp(got.probs.data(), ref.probs.data(), 4 * ref.probs.size()) == 0);
+      }
+    }
+    REQUIRE(dds::testing::set_sample_plan(gpu, dds::ksample::SamplePlanOverrides{}) == DDS_OK);
+    dds_destroy(gpu);
+  }
 }
