@@ -32,7 +32,8 @@ inline cudaError_t launch_stash_k(const Params& P, int nwarps, int num_sms, cuda
   auto kern = stash_kernel<T, COUNT>;
   const size_t smem = (size_t)P.cum_bytes + (size_t)nwarps * P.warp_bytes;
   if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
   }
   int occ = 0;
@@ -53,7 +54,8 @@ inline cudaError_t launch_stash_k(const Params& P, int nwarps, int num_sms, cuda
 
 // The one dtype dispatch of dds_stash_logprobs (0 f32, 1 bf16, 2 f16); nwarps from warps_per_cta.
 // Given ids (committed tokens or the requests' own ids) select the counting kernel.
-inline cudaError_t launch_stash(int dtype, const Params& P, int nwarps, int num_sms, cudaStream_t s) {
+inline cudaError_t launch_stash(int dtype, const Params& P, int nwarps, int num_sms,
+                                cudaStream_t s) {
   const bool count = P.committed != nullptr || P.token_ids != nullptr;
   switch (dtype) {
     case 0: return count ? launch_stash_k<float, true>(P, nwarps, num_sms, s)

@@ -136,11 +136,9 @@ struct Tile16 {
   }
   __device__ __forceinline__ float get(int i) const {
     const uint32_t x = word(i / 2);
-    if constexpr (std::is_same<T16, __nv_bfloat16>::value) {
-      return __uint_as_float((i & 1) ? (x & 0xffff0000u) : (x << 16));
-    } else {
-      return __half2float(__ushort_as_half((unsigned short)((i & 1) ? (x >> 16) : (x & 0xffffu))));
-    }
+    const uint16_t h = (uint16_t)((i & 1) ? (x >> 16) : (x & 0xffffu));
+    if constexpr (std::is_same<T16, __nv_bfloat16>::value) return bf16_to_f32(h);
+    else return __half2float(__ushort_as_half(h));
   }
   __device__ __forceinline__ float lane_max() const {
     if constexpr (std::is_same<T16, __nv_bfloat16>::value) {
