@@ -14,7 +14,6 @@ thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
 #include <cstdio>
-#include <type_traits>
 #include <random>
 #include <dds/dds.h>
 #include "dtype.h"
