@@ -6,7 +6,7 @@
 // sigma * N(0, 1), sigma = 2 (filled on the device). Prints the median call time (CUDA events;
 // unreliable under a profiler, which serialises and replays kernels).
 // DDS_PROFILE_DUMP=file: the last call's outputs (ids, log-probs, ranks) written raw to file (for
-// cmp across knobs, e.g. DDS_STASH_V2=0 / 1). Slots of requests not kept are zero.
+// cmp between two builds of the library). Slots of requests not kept are zero.
 #include <dds/dds.h>
 
 #include <algorithm>

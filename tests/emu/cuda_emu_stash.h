@@ -1,4 +1,4 @@
-// Host emulation of the 16-bit CUDA types kernels/stash.cuh uses (on top of cuda_emu.h and
+// Host emulation of the 16-bit CUDA types kernels/stash/ uses (on top of cuda_emu.h and
 // cuda_emu_sample.h): __nv_bfloat16 / __half storage, their x2 pairs, __hmax2 (NaN ignored
 // unless both are NaN, as the hardware), conversions to float.
 #pragma once

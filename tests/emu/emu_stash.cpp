@@ -1,28 +1,31 @@
-// Host-emulated CUDA dds_stash_logprobs kernel (kernels/stash.cuh, see run_stash.sh) against the
-// CPU backend: ragged requests, some not kept, bad slots, committed tokens or the argmax, the
+// Host-emulated CUDA dds_stash_logprobs kernel (kernels/stash/, see run_stash.sh) against the CPU
+// backend: ragged requests, some not kept, bad slots, committed tokens or the argmax, the
 // requests' own ids or the top-n, log-probs or tempered logits; ids and ranks exact, values within
-// 1e-5 relative, slots of requests not kept untouched (poisoned outputs compared whole).
+// 1e-5 relative, slots of requests not kept untouched (poisoned outputs compared whole). The
+// kernel runs as the CUDA backend runs it: the same parameter block and workspace layout
+// (src/stash_params.h) and the library's launcher (launch_stash), on a device of `sms` SMs
+// (the emulation's occupancy is one CTA per SM, so the grid is `sms` unless the rows have fewer
+// items) with the H200's shared memory per CTA.
 // Usage: emu_stash V n dtype(0 f32, 1 bf16, 2 f16) variant(0 top-n, 1 own ids, 2 logits mode,
-//        3 committed tokens) [grid [requests (default 10; > 256: the kept-row scan's rounds)]]
-// DDS_STASH_V2=1 (2) in the environment runs the v2 kernel (mode 2: v2 without its 16-bit tile
-// pipeline), read as the library reads it, and also v1 on the same grid: byte-equal outputs.
-#include "cuda_emu_stash.h"
+//        3 committed tokens) [sms (default 3) [requests (default 10; > 256: the kept-row scan's
+//        rounds)]]
+#include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
 #include <cstdio>
-#include <type_traits>
 #include <random>
 #include <dds/dds.h>
 #include "dtype.h"
-#include "stash_emu.cuh"
+#include "stash/stash.cuh"
+#include "stash_params.h"
 
 static const float kInfF = INFINITY;
 
 int main(int argc, char** argv) {
   const int V = argc > 1 ? atoi(argv[1]) : 3000, n = argc > 2 ? atoi(argv[2]) : 5;
   const int dtype = argc > 3 ? atoi(argv[3]) : 0, variant = argc > 4 ? atoi(argv[4]) : 0;
-  const int grid = argc > 5 ? atoi(argv[5]) : 3;
+  const int sms = argc > 5 ? atoi(argv[5]) : 3;
   std::mt19937_64 rng(77 + V * 13 + n * 7 + dtype * 3 + variant);
   std::normal_distribution<float> nd(0.f, 1.f);
   // R requests (10) of 0..3 rows; request 3 not kept, request 5 a bad slot, 7 a bad temperature.
@@ -94,63 +97,18 @@ int main(int argc, char** argv) {
   a.out_token_ids = ct.data(); a.out_logprobs = cv.data(); a.out_ranks = cr.data(); a.request_status = cs.data();
   if (dds_stash_logprobs(s, &a, nullptr) != DDS_OK) { printf("cpu: %s\n", dds_last_error()); return 1; }
 
-  // The kernel, launched as src/cuda_stash.cu launches it (grid shrunk: blocks run in turn).
-  using namespace dds::stash;
-  const bool count = a.committed_tokens != nullptr || a.token_ids != nullptr;
-  Params P;
-  memset(&P, 0, sizeof P);
-  P.V = V; P.num_rows = rows; P.num_requests = R; P.row_offsets = offs.data(); P.logits = a.logits;
-  P.row_stride = V; P.keep = keep.data(); P.slots = slots.data(); P.num_valid = nvalid.data();
-  P.temperatures = temps.data(); P.temperature = 1.f; P.committed = a.committed_tokens;
-  P.token_ids = a.token_ids; P.num_token_ids = a.num_token_ids; P.n = n; P.logits_mode = a.logits_mode;
-  P.num_slots = R; P.rows_per_slot = rows_per_slot;
-  P.out_tok = gt.data(); P.out_val = gv.data(); P.out_rank = gr.data(); P.req_status = gs.data();
-  const int64_t cap = (int64_t)c.max_rows + (n <= 64 ? 8192 : 1024);
-  std::vector<unsigned char> partials((size_t)(cap * partial_bytes(n)) + 64);
-  std::vector<int32_t> counters(c.max_rows, 0);
-  P.partials = partials.data(); P.partial_bytes = partial_bytes(n); P.partial_cap = (int32_t)cap;
-  P.counters = counters.data();
-  P.cum_bytes = (int32_t)align16((int64_t)(R + 1) * 4);
-  // DDS_STASH_V2 (as the library reads it): unset / 0 = v1, 2 = mode 2, other numbers = v2
-  const int v2 = v2_mode_of(getenv("DDS_STASH_V2"));
-  P.warp_bytes = (int32_t)(v2 ? warp_smem_bytes_v2(n, count) : warp_smem_bytes(n, count));
-  const int nwarps = kMaxWarps;
-  if ((size_t)P.cum_bytes + (size_t)nwarps * P.warp_bytes > sizeof g_dynsmem_buf) { printf("smem\n"); return 1; }
-  auto run_mode = [&](auto tag, auto mode) {
-    using T = decltype(tag);
-    constexpr int M = decltype(mode)::value;
-    if (count) emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, true, 2, M>(P); });
-    else emu_launch(grid, nwarps * 32, [&] { stash_kernel<T, false, 2, M>(P); });
-  };
-  auto run = [&](auto tag, int v2k) {
-    if (v2k == 1) run_mode(tag, std::integral_constant<int, 1>{});
-    else if (v2k == 2) run_mode(tag, std::integral_constant<int, 2>{});
-    else run_mode(tag, std::integral_constant<int, 0>{});
-  };
-  auto run_dtype = [&](int v2k) {
-    if (dtype == 0) run(float{}, v2k); else if (dtype == 1) run(__nv_bfloat16{}, v2k); else run(__half{}, v2k);
-  };
-  run_dtype(v2);
+  // The kernel, launched as src/cuda_stash.cu launches it.
+  constexpr size_t kSmemOptin = 227 * 1024;  // the H200's shared memory per CTA (opt-in)
+  const dds::StashLayout L = dds::stash_layout(c, 0);
+  std::vector<unsigned char> ws((size_t)L.total, 0);  // counters zero at rest
+  a.out_token_ids = gt.data(); a.out_logprobs = gv.data(); a.out_ranks = gr.data(); a.request_status = gs.data();
+  const dds::stash::Params P = dds::stash_params(a, V, ws.data(), L);
+  const int nwarps = dds::stash::warps_per_cta(P, kSmemOptin);
+  if (nwarps == 0) { printf("smem\n"); return 1; }
+  if (dds::stash::launch_stash(a.dtype, P, nwarps, sms, nullptr) != cudaSuccess) { printf("launch\n"); return 1; }
+  const int32_t* counters = P.counters;
 
   int bad = 0;
-  // v2: also v1 on the same grid into fresh outputs; the two must agree byte for byte.
-  int v1diff = 0;
-  if (v2) {
-    std::vector<int32_t> t1(outn, -7), r1(outn, -7), s1(R, -7);
-    std::vector<float> v1(outn, 12345.f);
-    Params P2 = P;
-    P.out_tok = t1.data(); P.out_val = v1.data(); P.out_rank = r1.data(); P.req_status = s1.data();
-    P.warp_bytes = (int32_t)warp_smem_bytes(n, count);
-    std::fill(partials.begin(), partials.end(), (unsigned char)0x5a);
-    run_dtype(0);
-    P = P2;
-    v1diff += memcmp(t1.data(), gt.data(), outn * 4) != 0;
-    v1diff += memcmp(v1.data(), gv.data(), outn * 4) != 0;
-    v1diff += memcmp(r1.data(), gr.data(), outn * 4) != 0;
-    v1diff += memcmp(s1.data(), gs.data(), (size_t)R * 4) != 0;
-    if (v1diff) printf("v2 (mode %d) and v1 outputs differ (%d of 4 arrays)\n", v2, v1diff);
-    bad += v1diff;
-  }
   for (size_t k = 0; k < outn; ++k) {
     const bool same_v = (gv[k] == cv[k]) || (std::isfinite(cv[k]) && std::fabs(gv[k] - cv[k]) <= 1e-5f * std::fabs(cv[k]) + 1e-6f);
     if (gt[k] != ct[k] || gr[k] != cr[k] || !same_v) {
@@ -161,10 +119,8 @@ int main(int argc, char** argv) {
   }
   for (int r = 0; r < R; ++r) if (gs[r] != cs[r]) { printf("status %d: %d/%d\n", r, gs[r], cs[r]); ++bad; }
   for (int i = 0; i < c.max_rows; ++i) if (counters[i]) { printf("counter %d not reset\n", i); ++bad; break; }
-  printf("%sV=%d n=%d dtype=%d variant=%d rows=%d: %d bad elements\n",
-         v2 == 0 ? "" : v2 == 2 ? (v1diff ? "v2 mode 2 (NOT byte-equal to v1) " : "v2 mode 2 (byte-equal to v1) ")
-                                : (v1diff ? "v2 (NOT byte-equal to v1) " : "v2 (byte-equal to v1) "), V, n, dtype,
-         variant, rows, bad);
+  printf("V=%d n=%d dtype=%d variant=%d rows=%d sms=%d warps=%d: %d bad elements\n", V, n, dtype, variant,
+         rows, sms, nwarps, bad);
   dds_destroy(s);
   return bad != 0;
 }

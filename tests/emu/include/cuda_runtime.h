@@ -1,7 +1,8 @@
 // The host emulation's cuda_runtime.h: the kernel headers include it as they are (tests/emu puts
 // this folder first on the include path), and get the emulated device features (cuda_emu.h,
 // cuda_emu_sample.h) plus the runtime calls their launchers make: cudaLaunchKernelEx runs the
-// kernel over its grid (emu_launch), cudaMemsetAsync is a memset, attributes are accepted.
+// kernel over its grid (emu_launch), cudaMemsetAsync is a memset, attributes are accepted, the
+// occupancy query answers one CTA per SM.
 #pragma once
 #include <cstring>
 #include <functional>
@@ -25,6 +26,12 @@ struct cudaLaunchConfig_t {
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 template <typename K>
 inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int) { return cudaSuccess; }
+// One CTA per SM: blocks run one after another, so a launcher's grid is its SM count.
+template <typename K>
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, K, int, size_t) {
+  *n = 1;
+  return cudaSuccess;
+}
 inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) {
   std::memset(p, v, n);
   return cudaSuccess;

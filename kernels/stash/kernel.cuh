@@ -1,0 +1,576 @@
+// stash_kernel: dds_stash_logprobs in one persistent launch (what it does: stash.cuh; why:
+// docs/cuda_stash.md). Phases: (1) every CTA turns the keep flags into a prefix count of kept
+// rows in shared memory (CTA 0 writes the request status); (2) the chunk count per kept row,
+// chosen from the kept-row count and the grid; (3) per (row, chunk) item one warp streams the
+// chunk's tiles (max, sum, top-n list, given ids' counts); (4) with several chunks the last
+// warp to arrive merges the partials; (5) the row's entries are written.
+#ifndef DDS_KERNELS_STASH_KERNEL_CUH_
+#define DDS_KERNELS_STASH_KERNEL_CUH_
+
+#include "tile.cuh"
+
+namespace dds {
+namespace stash {
+
+// Register cap of the kernel: 2 CTAs of 256 threads per SM (<= 128 registers). Measured on the
+// H200 against 3 CTAs (<= 80 registers, which spills with two 16-bit tiles in flight): 2 is as fast
+// or faster in every stash scenario of dds_bench (bf16 4096 x 262144: 1.16x vs 1.36x the floor at
+// n = 5; f32 4096 x 32000: 1.28x vs 1.46x), see bench/RESULTS.md.
+constexpr int kMinBlocks = 2;
+
+// One launch for the whole call (see stash.cuh): T the logits' element type (float,
+// __nv_bfloat16, __half); COUNT: given ids are ranked (committed tokens or the requests' own
+// ids). Registers are capped for kMinBlocks CTAs of 256 threads per SM.
+template <typename T, bool COUNT>
+__global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) {
+  DDS_DYNAMIC_SMEM(smem);
+  __shared__ int32_t scan_tmp[kMaxWarps + 1];
+  int32_t* cum = reinterpret_cast<int32_t*>(smem);
+  const int R = P.num_requests;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int nthreads = blockDim.x, nwarps = nthreads >> 5;
+
+  // ---- 1. kept rows per request, prefix in shared memory; CTA 0 writes request_status ----
+  // (a) keep flags (read first: nothing else of a request not kept is used), strided and
+  // independent so that the loads overlap; (b) the rest for kept requests; (c) block scan.
+#pragma unroll 4
+  for (int r = tid; r < R; r += nthreads)
+    cum[r] = (P.keep == nullptr || P.keep[r] != 0) ? 1 : 0;
+  __syncthreads();
+#pragma unroll 4
+  for (int r = tid; r < R; r += nthreads) {
+    int cnt = 0, status = 0;
+    if (cum[r]) {
+      const int slot = P.slots ? P.slots[r] : r;
+      int rb = P.row_offsets ? P.row_offsets[r] : r;
+      int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+      const int nvr = P.num_valid ? P.num_valid[r] : 0;
+      const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
+      if (slot < 0 || slot >= P.num_slots) {
+        status = kReqBadSlot;
+      } else {
+        rb = max(rb, 0);
+        re = min(re, P.num_rows);
+        const int nrows = max(re - rb, 0);
+        int nv = P.num_valid ? nvr : nrows;
+        nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
+        cnt = nv;
+        if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+      }
+    }
+    if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
+    cum[r] = cnt;
+  }
+  __syncthreads();
+  {
+    // Exclusive scan: each warp a contiguous segment, walked 32 consecutive entries at a time
+    // (lane i the i-th: no shared-memory bank conflicts; a thread per `per` consecutive entries
+    // had 16-way conflicts at 4096 requests), then the warps' totals.
+    const int seg = (R + nwarps - 1) / nwarps;
+    const int w0 = min(warp * seg, R), w1 = min(w0 + seg, R);
+    int carry = 0;
+    for (int b = w0; b < w1; b += 32) {
+      const int r = b + lane;
+      const int c = r < w1 ? cum[r] : 0;
+      const int inc = warp_incl_scan(c, lane);
+      if (r < w1) cum[r] = carry + inc - c;
+      carry += __shfl_sync(kFull, inc, 31);
+    }
+    if (lane == 0) scan_tmp[warp] = carry;
+    __syncthreads();
+    if (warp == 0) {
+      const int v = lane < nwarps ? scan_tmp[lane] : 0;
+      const int s = warp_incl_scan(v, lane);
+      __syncwarp();
+      if (lane < nwarps) scan_tmp[lane] = s - v;
+      if (lane == nwarps - 1) scan_tmp[kMaxWarps] = s;
+    }
+    __syncthreads();
+    const int off = scan_tmp[warp];
+    for (int r = w0 + lane; r < w1; r += 32) cum[r] += off;
+    if (tid == 0) cum[R] = scan_tmp[kMaxWarps];
+    __syncthreads();
+  }
+  const int K = cum[R];
+  if (K == 0) return;
+
+  // ---- 2. items: (kept row q, chunk p), one warp each ----
+  const int V = P.V;
+  const int n = P.n;
+  const int E = n + 1;
+  const int64_t tiles = (V + kTile - 1) / kTile;
+  const int TW = gridDim.x * nwarps;
+  // Chunks per kept row: the count (<= tiles / kMinTilesPerItem, <= the partials' capacity)
+  // whose items fill the resident warps best over whole rounds (within 3%: fewer chunks; the
+  // first that fills 95% is taken).
+  int Pn = 1;
+  {
+    int64_t pmax = tiles / kMinTilesPerItem;
+    pmax = pmax < 1 ? 1 : pmax;
+    const int64_t cap = P.partial_cap / K;
+    if (pmax > cap) pmax = cap < 1 ? 1 : cap;
+    // n <= 32: every partial list fits the staging area for the k-way merge
+    if (list_len(n) <= 32) {
+      const int64_t kcap = kStageKeys / list_len(n) < 32 ? kStageKeys / list_len(n) : 32;
+      if (pmax > kcap) pmax = kcap;
+    }
+    if (pmax > 256) pmax = 256;
+    // Lane i evaluates c = c0 + i (the 64-bit division and the float one in parallel: walked
+    // one c at a time by every thread, this loop was ~40% of the instructions of a small call,
+    // ncu 256 x 32000 bf16 1 in 16 kept), then the same first-fit walk over the 32 values.
+    const int pm = (int)pmax;
+    float best = -1.f;
+    bool done = false;
+    for (int c0 = 1; c0 <= pm && !done; c0 += 32) {
+      const int c = c0 + lane;
+      float eff = -1.f;
+      if (c <= pm) {
+        const int64_t it = (int64_t)K * c;
+        const int64_t rounds = (it + TW - 1) / TW;
+        eff = (float)it / (float)(rounds * TW);
+      }
+      for (int i = 0; i < 32 && c0 + i <= pm; ++i) {
+        const float e = __shfl_sync(kFull, eff, i);
+        if (e > best * 1.03f) {
+          best = e;
+          Pn = c0 + i;
+        }
+        if (best >= 0.95f) {
+          done = true;
+          break;
+        }
+      }
+    }
+  }
+  const int64_t items = (int64_t)K * Pn;
+
+  WarpMem wm;
+  {
+    unsigned char* w = smem + P.cum_bytes + (int64_t)warp * P.warp_bytes;
+    wm.lst = reinterpret_cast<uint64_t*>(w);
+    w += align16((int64_t)list_len(n) * 8);
+    wm.stage = reinterpret_cast<float*>(w);
+    w += kStageFloats * 4;
+    wm.ev = reinterpret_cast<float*>(w);
+    wm.epos = reinterpret_cast<int32_t*>(wm.ev + (n + 2));
+    wm.srt = reinterpret_cast<float*>(wm.epos + (n + 2));
+    wm.hist = reinterpret_cast<int32_t*>(wm.srt + (n + 2));
+    wm.ecnt = wm.hist + (n + 2);
+  }
+
+  for (int64_t w = (int64_t)blockIdx.x * nwarps + warp; w < items; w += TW) {
+    const int q = (int)(w / Pn), p = (int)(w % Pn);
+    int lo = 0, hi = R;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (cum[mid] <= q) lo = mid;
+      else hi = mid;
+    }
+    const int r = lo;
+    const int j = q - cum[r];
+    const int rb = max(P.row_offsets ? P.row_offsets[r] : r, 0);
+    const int i = rb + j;
+    const int slot = P.slots ? P.slots[r] : r;
+    float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
+    if (isnan(Tm) || Tm < 0.f || isinf(Tm)) Tm = 1.f;
+    if (Tm == 0.f) Tm = 1.f;
+    float invT = 1.0f / Tm;
+    if (isinf(invT)) invT = 1.f;
+    const bool scaled = invT != 1.0f;
+    int n_ids = 0;
+    if (P.token_ids) {
+      n_ids = P.num_token_ids ? P.num_token_ids[r] : n;
+      n_ids = max(0, min(n_ids, n));
+    }
+    const bool topn = n_ids == 0 && n > 0;
+    const int NTe = topn ? n : 1;
+    const T* row = reinterpret_cast<const T*>(P.logits) + (int64_t)i * P.row_stride;
+
+    for (int jj = lane; jj < NTe; jj += 32) wm.lst[jj] = 0;
+    __syncwarp();
+    uint64_t thr = 0;
+
+    // Given entries (ranks by counting).
+    int k = 0;
+    float thr_lo = kInf, thr_hi = kInf;
+    if (COUNT) {
+      for (int e0 = 0; e0 <= n_ids; e0 += 32) {
+        const int e = e0 + lane;
+        bool valid = false;
+        float val = 0.f;
+        if (e <= n_ids) {
+          int tok = -1;
+          if (e == 0) tok = P.committed ? P.committed[i] : -1;
+          else tok = P.token_ids[(int64_t)r * n + e - 1];
+          valid = tok >= 0 && tok < V;
+          if (valid) val = full_value(Elem<T>::one(row + tok), invT);
+          wm.ev[e] = val;
+          wm.epos[e] = valid ? 0 : -1;
+        }
+        k += __popc(__ballot_sync(kFull, valid));
+      }
+      __syncwarp();
+      for (int e = lane; e <= n_ids; e += 32) {
+        if (wm.epos[e] < 0) continue;
+        const float ve = wm.ev[e];
+        int pos = 0;
+        for (int e2 = 0; e2 <= n_ids; ++e2) {
+          if (wm.epos[e2] < 0) continue;
+          const float v2 = wm.ev[e2];
+          pos += (v2 < ve) || (v2 == ve && e2 < e);
+        }
+        wm.srt[pos] = ve;
+        wm.ecnt[e] = pos;  // temporarily
+      }
+      for (int c = lane; c <= k; c += 32) wm.hist[c] = 0;
+      __syncwarp();
+      for (int e = lane; e <= n_ids; e += 32)
+        if (wm.epos[e] >= 0) wm.epos[e] = wm.ecnt[e];
+      if (k > 0) {
+        thr_lo = wm.srt[0];
+        thr_hi = wm.srt[k - 1];
+      }
+      __syncwarp();
+    }
+
+    // ---- the one pass over the chunk ----
+    const int64_t t0 = (int64_t)p * tiles / Pn, t1 = (int64_t)(p + 1) * tiles / Pn;
+    const bool aligned = (reinterpret_cast<uintptr_t>(row) & 15) == 0;
+    // The list: one key per lane in a register while NTe <= 32, else in shared memory.
+    const bool regl = NTe <= 32;
+    uint64_t mykey_list = 0;
+    float M = -kInf;
+    double Sl = 0.0;
+    int chi = 0;
+    float tv_bound = -kInf;  // value bound from lane maxima (list not full yet)
+    auto insert = [&](uint64_t key) {
+      if (regl) {
+        const int pos = __popc(__ballot_sync(kFull, mykey_list > key));
+        const uint64_t up = __shfl_up_sync(kFull, mykey_list, 1);
+        if (lane == pos) mykey_list = key;
+        else if (lane > pos) mykey_list = up;
+        if (lane >= NTe) mykey_list = 0;
+        thr = __shfl_sync(kFull, mykey_list, NTe - 1);
+      } else {
+        list_insert(wm.lst, NTe, key, &thr, lane);
+      }
+    };
+    auto count_value = [&](float v) {
+      if (COUNT && v > thr_lo) {
+        if (v > thr_hi) ++chi;
+        else {
+          int a = 0, b = k;
+          while (a < b) {
+            const int m = (a + b) >> 1;
+            if (wm.srt[m] < v) a = m + 1;
+            else b = m;
+          }
+          atomicAdd(&wm.hist[a], 1);
+        }
+      }
+    };
+    auto process = [&](const Tile<T>& tl, int64_t base) {
+      const float lm = tl.lane_max();
+      const float tm = kwarp::warp_max(lm);
+      const bool full = scaled || tm == kInf;
+      const float lmv = full ? full_value(lm, invT) : lm;
+      const float tmv = full ? full_value(tm, invT) : tm;
+      if (tmv > M) {
+        if (M > -kInf) Sl *= exp((double)M - (double)tmv);
+        M = tmv;
+      }
+      if (!(tmv > -kInf)) return;
+      const float mM = M;
+      constexpr float kL2E = 1.4426950408889634f;
+      float s = 0.f;
+      if (full) {
+#pragma unroll
+        for (int ii = 0; ii < 32; ++ii) {
+          const float v = full_value(tl.get(ii), invT);
+          s += ex2((v - mM) * kL2E);
+          count_value(v);
+        }
+      } else {
+#pragma unroll
+        for (int ii = 0; ii < 32; ++ii) {
+          const float v = fmaxf(tl.get(ii), -kInf);
+          s += ex2((v - mM) * kL2E);
+          count_value(v);
+        }
+      }
+      Sl += (double)s;
+
+      // top-NTe candidates: only tiles where some lane's maximum reaches the threshold
+      float tv = thr ? fmaxf(key_value(thr), tv_bound) : tv_bound;
+      unsigned cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
+      if (!cl) return;
+      if (thr == 0 && NTe <= 32 && __popc(cl) >= NTe) {
+        // n-th largest lane maximum: at least NTe values of this tile reach it.
+        float s2 = lmv;
+#pragma unroll
+        for (int kk = 2; kk <= 32; kk <<= 1) {
+#pragma unroll
+          for (int jj = kk >> 1; jj > 0; jj >>= 1) {
+            const float o = __shfl_xor_sync(kFull, s2, jj);
+            const bool keep_max = ((lane & kk) == 0) == ((lane & jj) == 0);
+            s2 = keep_max ? fmaxf(s2, o) : fminf(s2, o);
+          }
+        }
+        const float nth = __shfl_sync(kFull, s2, NTe - 1);
+        tv_bound = fmaxf(tv_bound, nth);
+        tv = fmaxf(tv, tv_bound);
+        cl = __ballot_sync(kFull, lmv > -kInf && lmv >= tv);
+      }
+#pragma unroll
+      for (int ii = 0; ii < 32; ++ii)
+        wm.stage[ii * 33 + lane] = full ? full_value(tl.get(ii), invT) : fmaxf(tl.get(ii), -kInf);
+      __syncwarp();
+      while (cl) {
+        const int src = __ffs(cl) - 1;
+        cl &= cl - 1;
+        const float v = wm.stage[lane * 33 + src];
+        const int32_t idx = (int32_t)(base + tile_elem<T>(lane, src));
+        const uint64_t mykey = make_key(v, idx);
+        unsigned cb = __ballot_sync(kFull, v > -kInf && v >= tv);
+        while (cb) {
+          const int l2 = __ffs(cb) - 1;
+          cb &= cb - 1;
+          const uint64_t key = __shfl_sync(kFull, mykey, l2);
+          if (key > thr) {
+            insert(key);
+            if (thr) tv = fmaxf(tv, key_value(thr));
+          }
+        }
+      }
+      __syncwarp();
+    };
+    {
+      // full tiles [t0, tf) with vector loads, then the partial last tile / unaligned rows
+      // guarded.
+      int64_t tf = aligned ? (int64_t)(V / kTile) : t0;
+      if (tf > t1) tf = t1;
+      if (tf < t0) tf = t0;
+      Tile<T> cur;
+      if constexpr (sizeof(T) == 2) {
+        // two tiles' loads (4 KB per warp, as many bytes as one f32 tile) before processing
+        Tile<T> nxt;
+        int64_t t = t0;
+        for (; t + 1 < tf; t += 2) {
+          cur.load(row + t * kTile, lane);
+          nxt.load(row + (t + 1) * kTile, lane);
+          process(cur, t * kTile);
+          process(nxt, (t + 1) * kTile);
+        }
+        if (t < tf) {
+          cur.load(row + t * kTile, lane);
+          process(cur, t * kTile);
+        }
+      } else {
+        for (int64_t t = t0; t < tf; ++t) {
+          cur.load(row + t * kTile, lane);
+          process(cur, t * kTile);
+        }
+      }
+      for (int64_t t = tf; t < t1; ++t) {
+        cur.load_guarded(row + t * kTile, (int64_t)V - t * kTile, lane);
+        process(cur, t * kTile);
+      }
+    }
+    if (regl) {
+      if (lane < NTe) wm.lst[lane] = mykey_list;
+      __syncwarp();
+    }
+    double S = kwarp::warp_sumd(Sl);
+    if (COUNT) {
+      chi = kwarp::warp_sumi(chi);
+      __syncwarp();
+      if (lane == 0) {
+        wm.hist[k] += chi;
+        for (int c = k - 1; c >= 0; --c) wm.hist[c] += wm.hist[c + 1];
+      }
+      __syncwarp();
+      for (int e = lane; e <= n_ids; e += 32)
+        wm.ecnt[e] = wm.epos[e] >= 0 ? wm.hist[wm.epos[e] + 1] : 0;
+      __syncwarp();
+    }
+
+    // ---- partials and the per-row merge ----
+    if (Pn > 1) {
+      unsigned char* pp = P.partials + ((int64_t)q * Pn + p) * P.partial_bytes;
+      if (lane == 0) {
+        *reinterpret_cast<double*>(pp) = S;
+        *reinterpret_cast<float*>(pp + 8) = M;
+      }
+      uint64_t* pk = reinterpret_cast<uint64_t*>(pp + 16);
+      for (int jj = lane; jj < NTe; jj += 32) pk[jj] = wm.lst[jj];
+      int32_t* pc = reinterpret_cast<int32_t*>(pp + 16 + (int64_t)list_len(n) * 8);
+      if (COUNT)
+        for (int e = lane; e <= n_ids; e += 32) pc[e] = wm.ecnt[e];
+      __threadfence();
+      __syncwarp();
+      int old = 0;
+      if (lane == 0) old = atomicAdd(&P.counters[q], 1);
+      old = __shfl_sync(kFull, old, 0);
+      if (old != Pn - 1) continue;
+      __threadfence();
+      if (lane == 0) P.counters[q] = 0;
+      // (M, S): all partial headers in parallel, lane p2 holding partial p2.
+      float Mall = M;
+      for (int b0 = 0; b0 < Pn; b0 += 32) {
+        const int p2 = b0 + lane;
+        if (p2 < Pn && p2 != p) {
+          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+          Mall = fmaxf(Mall, __ldcg(reinterpret_cast<const float*>(op + 8)));
+        }
+      }
+      Mall = kwarp::warp_max(Mall);
+      double Sacc = 0.0;
+      for (int b0 = 0; b0 < Pn; b0 += 32) {
+        const int p2 = b0 + lane;
+        if (p2 < Pn && p2 != p) {
+          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+          const float M2 = __ldcg(reinterpret_cast<const float*>(op + 8));
+          const double S2 = __ldcg(reinterpret_cast<const double*>(op));
+          if (M2 > -kInf) Sacc += S2 * exp((double)M2 - (double)Mall);
+        }
+      }
+      Sacc = kwarp::warp_sumd(Sacc);
+      if (M > -kInf) Sacc += S * exp((double)M - (double)Mall);
+      S = Sacc;
+      M = Mall;
+      if (COUNT) {
+        for (int e = lane; e <= n_ids; e += 32) {
+          int acc = wm.ecnt[e];
+#pragma unroll 4
+          for (int p2 = 0; p2 < Pn; ++p2) {
+            if (p2 == p) continue;
+            const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+            acc += __ldcg(reinterpret_cast<const int32_t*>(op + 16 + (int64_t)list_len(n) * 8) + e);
+          }
+          wm.ecnt[e] = acc;
+        }
+      }
+      if (NTe <= 32 && Pn <= 32 && Pn * NTe <= kStageKeys) {
+        // k-way merge: every list staged in shared memory, lane p2 holds the head of list p2,
+        // NTe rounds of a warp-wide max (keys are distinct: they carry the token id).
+        uint64_t* st64 = reinterpret_cast<uint64_t*>(wm.stage);
+        for (int t = lane; t < Pn * NTe; t += 32) {
+          const int p2 = t / NTe, jx = t - p2 * NTe;
+          uint64_t kk;
+          if (p2 == p) kk = wm.lst[jx];
+          else
+            kk = __ldcg(reinterpret_cast<const uint64_t*>(
+                            P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes + 16) + jx);
+          st64[t] = kk;
+        }
+        __syncwarp();
+        int h = 0;
+        int e = 0;
+        for (; e < NTe; ++e) {
+          const uint64_t hk = (lane < Pn && h < NTe) ? st64[lane * NTe + h] : 0ull;
+          uint64_t m = hk;
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) {
+            const uint64_t u = __shfl_xor_sync(kFull, m, o);
+            m = u > m ? u : m;
+          }
+          if (m == 0) break;
+          if (hk == m) ++h;
+          if (lane == 0) wm.lst[e] = m;
+        }
+        for (int e2 = e + lane; e2 < NTe; e2 += 32) wm.lst[e2] = 0;
+        __syncwarp();
+      } else {
+        // keys: sorted lists, merged by insertion above the running threshold; the next
+        // partial's first chunk is loaded before the current one is processed.
+        auto first_chunk = [&](int p2) -> uint64_t {
+          if (p2 >= Pn || lane >= NTe) return 0ull;
+          const unsigned char* op = P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes;
+          return __ldcg(reinterpret_cast<const uint64_t*>(op + 16) + lane);
+        };
+        int p2 = (p == 0) ? 1 : 0;
+        uint64_t next = first_chunk(p2);
+        while (p2 < Pn) {
+          int p3 = p2 + 1;
+          if (p3 == p) ++p3;
+          const uint64_t cur = next;
+          next = first_chunk(p3);
+          const uint64_t* ok = reinterpret_cast<const uint64_t*>(
+              P.partials + ((int64_t)q * Pn + p2) * P.partial_bytes + 16);
+          for (int j0 = 0; j0 < NTe; j0 += 32) {
+            const uint64_t kk = j0 == 0 ? cur : ((j0 + lane < NTe) ? __ldcg(ok + j0 + lane) : 0ull);
+            unsigned b = __ballot_sync(kFull, kk > thr);
+            if (!b) break;
+            while (b) {
+              const int l2 = __ffs(b) - 1;
+              b &= b - 1;
+              const uint64_t key = __shfl_sync(kFull, kk, l2);
+              if (key > thr) list_insert(wm.lst, NTe, key, &thr, lane);
+            }
+          }
+          p2 = p3;
+        }
+        __syncwarp();
+      }
+    }
+
+    // ---- write the row ----
+    const double logS = log(S);
+    const double Md = (double)M;
+    const bool lm_mode = P.logits_mode != 0;
+    auto value_of = [&](float v) -> float {
+      if (v == -kInf) return -kInf;
+      return lm_mode ? v : (float)(((double)v - Md) - logS);
+    };
+    const int64_t obase = ((int64_t)slot * P.rows_per_slot + j) * E;
+    auto put = [&](int e, int32_t tok, float val, int32_t rank) {
+      if (P.out_tok) P.out_tok[obase + e] = tok;
+      if (P.out_val) P.out_val[obase + e] = val;
+      if (P.out_rank) P.out_rank[obase + e] = rank;
+    };
+    if (n_ids > 0 || P.committed) {
+      // given entries
+      for (int e = lane; e <= n_ids; e += 32) {
+        if (e == 0 && !P.committed) continue;
+        const int32_t tok = e == 0 ? P.committed[i] : P.token_ids[(int64_t)r * n + e - 1];
+        if (COUNT && wm.epos[e] >= 0) put(e, tok, value_of(wm.ev[e]), 1 + wm.ecnt[e]);
+        else put(e, tok, -kInf, 0);
+      }
+    }
+    if (!P.committed && lane == 0) {
+      const uint64_t k0 = wm.lst[0];
+      if (k0) put(0, key_index(k0), value_of(key_value(k0)), 1);
+      else put(0, 0, -kInf, 0);
+    }
+    if (topn) {
+      int carry = 0;
+      for (int j0 = 0; j0 < n; j0 += 32) {
+        const int jj = j0 + lane;
+        const uint64_t kk = jj < n ? wm.lst[jj] : 0ull;
+        const float v = key_value(kk);
+        const uint64_t kp = (jj > 0 && jj < n) ? wm.lst[jj - 1] : 0ull;
+        int start = (jj == 0 || kp == 0 || key_value(kp) != v) ? jj : 0;
+        start = max(start, carry);
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int u = __shfl_up_sync(kFull, start, o);
+          if (lane >= o) start = max(start, u);
+        }
+        carry = __shfl_sync(kFull, start, 31);
+        if (jj < n) {
+          if (kk) put(1 + jj, key_index(kk), value_of(v), 1 + start);
+          else put(1 + jj, 0, -kInf, 0);
+        }
+      }
+    } else if (n_ids > 0) {
+      for (int e = n_ids + 1 + lane; e <= n; e += 32) put(e, 0, -kInf, 0);
+    }
+    __syncwarp();
+  }
+}
+
+
+}  // namespace stash
+}  // namespace dds
+
+#endif  // DDS_KERNELS_STASH_KERNEL_CUH_

@@ -1,0 +1,206 @@
+// The stash kernel's per-warp building blocks: the value rule (sanitise, temperature), the
+// order-preserving 64-bit keys of the top-n list, element loads, one lane's share of a 1024-token
+// tile in registers (16-bit tiles kept packed), the warp's sorted key list in shared memory, and
+// the per-warp shared-memory areas (WarpMem).
+#ifndef DDS_KERNELS_STASH_TILE_CUH_
+#define DDS_KERNELS_STASH_TILE_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <float.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "../common/device.cuh"
+#include "../common/dtype.h"
+#include "../common/warp.cuh"
+#include "params.cuh"
+
+namespace dds {
+namespace stash {
+
+constexpr float kInf = __builtin_huge_valf();
+constexpr unsigned kFull = 0xffffffffu;
+
+// NaN -> -inf, +inf -> FLT_MAX, times invT, +inf -> FLT_MAX (exactly the CPU's order).
+__device__ __forceinline__ float full_value(float x, float invT) {
+  x = fminf(fmaxf(x, -kInf), FLT_MAX);
+  return fminf(x * invT, FLT_MAX);
+}
+__device__ __forceinline__ uint64_t make_key(float v, int32_t idx) {
+  uint32_t u = __float_as_uint(v);
+  if (u == 0x80000000u) u = 0;  // -0 == +0
+  const uint32_t o = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ((uint64_t)o << 32) | (uint64_t)(~(uint32_t)idx);
+}
+__device__ __forceinline__ float key_value(uint64_t k) {
+  const uint32_t o = (uint32_t)(k >> 32);
+  const uint32_t u = (o & 0x80000000u) ? (o & 0x7fffffffu) : ~o;
+  return __uint_as_float(u);
+}
+__device__ __forceinline__ int32_t key_index(uint64_t k) { return (int32_t)(~(uint32_t)k); }
+
+// Inclusive prefix sum over the warp (lane i: the sum of lanes 0..i).
+__device__ __forceinline__ int warp_incl_scan(int v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
+
+// One element as fp32 (the given ids' values).
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  static constexpr int VEC = 4;
+  __device__ static float one(const float* p) { return __ldg(p); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  static constexpr int VEC = 8;
+  __device__ static float one(const __nv_bfloat16* p) {
+    return bf16_to_f32(__ldg(reinterpret_cast<const unsigned short*>(p)));
+  }
+};
+template <>
+struct Elem<__half> {
+  static constexpr int VEC = 8;
+  // (the hardware conversion: dtype.h's f16_to_f32 is the same value in more instructions)
+  __device__ static float one(const __half* p) { return __half2float(__ldg(p)); }
+};
+
+// Element (within the tile) held by register i of lane `lane`.
+template <typename T>
+__device__ __forceinline__ int tile_elem(int i, int lane) {
+  constexpr int VEC = Elem<T>::VEC;
+  return ((i / VEC) * 32 + lane) * VEC + (i % VEC);
+}
+
+// One lane's share of one 1024-token tile in registers. f32: the values; 16-bit dtypes: the
+// packed raw words (half the registers, so the next tile can be in flight while this one is
+// processed), converted when used. get(i) is element tile_elem<T>(i, lane).
+template <typename T>
+struct Tile;
+template <>
+struct Tile<float> {
+  float4 f[8];
+  __device__ __forceinline__ void load(const float* p, int lane) {
+    const float4* q = reinterpret_cast<const float4*>(p);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) f[k] = __ldg(q + k * 32 + lane);
+  }
+  __device__ __forceinline__ void load_guarded(const float* p, int64_t len, int lane) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int e = tile_elem<float>(i, lane);
+      reinterpret_cast<float*>(&f[i / 4])[i % 4] = (e < len) ? __ldg(p + e) : -kInf;
+    }
+  }
+  __device__ __forceinline__ float get(int i) const {
+    return reinterpret_cast<const float*>(&f[i / 4])[i % 4];
+  }
+  // max over the lane's values, NaN ignored (-inf if all are NaN / -inf)
+  __device__ __forceinline__ float lane_max() const {
+    float m = -kInf;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) m = fmaxf(m, get(i));
+    return m;
+  }
+};
+template <typename T16>
+struct Tile16 {
+  uint4 w[4];
+  __device__ __forceinline__ uint32_t word(int m) const {
+    return reinterpret_cast<const uint32_t*>(&w[m / 4])[m % 4];
+  }
+  __device__ __forceinline__ void load(const T16* p, int lane) {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w[k] = __ldg(q + k * 32 + lane);
+  }
+  __device__ __forceinline__ void load_guarded(const T16* p, int64_t len, int lane) {
+    constexpr uint32_t kNegInf = std::is_same<T16, __nv_bfloat16>::value ? 0xff80u : 0xfc00u;
+    const unsigned short* ps = reinterpret_cast<const unsigned short*>(p);
+#pragma unroll
+    for (int m = 0; m < 16; ++m) {
+      const int e0 = tile_elem<T16>(2 * m, lane), e1 = e0 + 1;
+      const uint32_t lo = (e0 < len) ? (uint32_t)__ldg(ps + e0) : kNegInf;
+      const uint32_t hi = (e1 < len) ? (uint32_t)__ldg(ps + e1) : kNegInf;
+      reinterpret_cast<uint32_t*>(&w[m / 4])[m % 4] = lo | (hi << 16);
+    }
+  }
+  __device__ __forceinline__ float get(int i) const {
+    const uint32_t x = word(i / 2);
+    const uint16_t h = (uint16_t)((i & 1) ? (x >> 16) : (x & 0xffffu));
+    if constexpr (std::is_same<T16, __nv_bfloat16>::value) return bf16_to_f32(h);
+    else return __half2float(__ushort_as_half(h));
+  }
+  __device__ __forceinline__ float lane_max() const {
+    if constexpr (std::is_same<T16, __nv_bfloat16>::value) {
+      // packed max (NaN ignored unless both are NaN), then the two halves
+      __nv_bfloat162 m = *reinterpret_cast<const __nv_bfloat162*>(&w[0].x);
+#pragma unroll
+      for (int k = 1; k < 16; ++k) {
+        const uint32_t x = word(k);
+        m = __hmax2(m, *reinterpret_cast<const __nv_bfloat162*>(&x));
+      }
+      return fmaxf(fmaxf(__low2float(m), __high2float(m)), -kInf);
+    } else {
+      __half2 m = *reinterpret_cast<const __half2*>(&w[0].x);
+#pragma unroll
+      for (int k = 1; k < 16; ++k) {
+        const uint32_t x = word(k);
+        m = __hmax2(m, *reinterpret_cast<const __half2*>(&x));
+      }
+      return fmaxf(fmaxf(__low2float(m), __high2float(m)), -kInf);
+    }
+  }
+};
+template <>
+struct Tile<__nv_bfloat16> : Tile16<__nv_bfloat16> {};
+template <>
+struct Tile<__half> : Tile16<__half> {};
+
+// Inserts `key` (> *thr, uniform across the warp) into the warp's sorted (descending) list of
+// `len` keys; *thr becomes the list's last key (0 while not full).
+__device__ __forceinline__ void list_insert(uint64_t* lst, int len, uint64_t key, uint64_t* thr,
+                                            int lane) {
+  int pos = 0;
+  for (int j0 = 0; j0 < len; j0 += 32) {
+    const int j = j0 + lane;
+    const bool gt = j < len && lst[j] > key;
+    const unsigned b = __ballot_sync(kFull, gt);
+    pos += __popc(b);
+    if (b != kFull) break;
+  }
+  for (int j0 = (len - 1) & ~31; j0 >= (pos & ~31); j0 -= 32) {
+    const int j = j0 + lane;
+    const bool shift = j > pos && j < len;
+    const uint64_t prev = shift ? lst[j - 1] : 0;
+    __syncwarp();
+    if (shift) lst[j] = prev;
+    else if (j == pos) lst[j] = key;
+    __syncwarp();
+  }
+  *thr = lst[len - 1];
+}
+
+struct WarpMem {
+  uint64_t* lst;
+  float* stage;
+  float* ev;    // [n+1] value of each given entry
+  int32_t* epos; // [n+1] its position among the sorted valid given values, -1 if none
+  float* srt;   // [n+1] sorted valid given values
+  int32_t* hist;  // [n+2]
+  int32_t* ecnt;  // [n+1] #values strictly greater than entry e's value
+};
+
+}  // namespace stash
+}  // namespace dds
+
+#endif  // DDS_KERNELS_STASH_TILE_CUH_
