@@ -1,6 +1,6 @@
 // Vocabulary-parallel exact sampling (include/dds/dds_shard.h, docs/vocab_parallel.md): the C ABI,
 // validation, the plan, and the CPU backend's driver. The per-row logic of every round and of the
-// finish lives in kernels/shard.cuh, shared with the CUDA backend (src/cuda_shard.cu).
+// finish lives in kernels/shard/shard.cuh, shared with the CUDA backend (src/cuda_shard.cu).
 //
 // Each rank holds columns [off, off + Vs) of every row. Round 0 (STATS) writes per row the
 // statistics of its slice (counts, top-2 of l and of a, sum-exp and entropy terms relative to its
@@ -20,7 +20,7 @@
 
 #include "dds/dds_shard.h"
 #include "internal.h"
-#include "shard/shard.cuh"
+#include "shard_params.h"
 
 namespace dds {
 
@@ -101,7 +101,7 @@ struct Ctx {
   shard::Call call() const {
     shard::Call c;
     std::memset(&c, 0, sizeof c);
-    c.a = a;
+    c.a = shard_args(a);
     c.V = V;
     c.off = sh.vocab_offset;
     c.Vs = sh.vocab_slice;
@@ -143,7 +143,7 @@ void cpu_finish(const Ctx& x) {
   std::vector<int32_t> status(a.num_requests, 0);
   for (int32_t r = 0; r < a.num_requests; ++r) status[r] = shard::call_params(c, r).status;
   for (int32_t i = 0; i < a.num_rows; ++i)
-    status[shard::row_request(a, i)] |= shard::finish_row(c, i);
+    status[shard::row_request(c.a, i)] |= shard::finish_row(c, i);
   if (a.request_status)
     for (int32_t r = 0; r < a.num_requests; ++r) a.request_status[r] = status[r];
 }

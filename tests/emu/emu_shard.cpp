@@ -1,7 +1,7 @@
-// Host-emulated CUDA vocabulary-parallel kernels (src/cuda_shard.cu, see run_shard.sh) against the
+// Host-emulated CUDA vocabulary-parallel kernels (kernels/shard/, see run_shard.sh) against the
 // CPU backend: the same protocol run with both, R simulated ranks; records (integer fields, values
 // within rounding) and outputs (tokens, statistics, probs) compared.
-#include "cuda_emu.h"
+#include "cuda_emu_sample.h"
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
@@ -14,7 +14,7 @@ EmuBlock* g_blk;
 #include <dds/dds.h>
 #include <dds/dds_shard.h>
 
-#include "dtype.h"
+#include "common/dtype.h"
 
 // (__launch_bounds__(...), uint4, bit casts, __ballot_sync: cuda_emu.h)
 inline unsigned __fns(unsigned mask, unsigned base, int offset) {
@@ -26,6 +26,7 @@ inline unsigned __fns(unsigned mask, unsigned base, int offset) {
 inline int cudaGetDevice(int* d) { *d = 0; return 0; }
 inline int cudaSetDevice(int) { return 0; }
 inline const char* cudaGetErrorString(int) { return ""; }
+inline const char* cudaGetErrorName(int) { return ""; }
 #define EMU_LAUNCHV(k, g, b, ...) emu_launch((unsigned)(g), (unsigned)(b), [&] { k(__VA_ARGS__); })
 namespace dds {
 inline dds_status fail(dds_status s, const char* f, ...) {
@@ -40,6 +41,7 @@ inline dds_status check_launch(const char*) { return DDS_OK; }
 }  // namespace dds
 
 #include "cuda_shard_emu.h"
+#include "shard_params.h"
 
 using namespace dds;
 
@@ -208,7 +210,7 @@ int run_case(int V, int rows, int R, int mode, const Cfg& cfg, bool bf, uint64_t
   for (int r = 0; r < R; ++r) {
     shard::Call& c = calls[r];
     memset(&c, 0, sizeof c);
-    c.a = args[r];
+    c.a = shard_args(args[r]);
     c.V = V;
     c.off = sh[r].vocab_offset;
     c.Vs = sh[r].vocab_slice;
@@ -291,8 +293,10 @@ int run_case(int V, int rows, int R, int mode, const Cfg& cfg, bool bf, uint64_t
       printf("cpu finish: %s\n", dds_last_error());
       exit(1);
     }
+    dds_sample_args ae = args[r];
+    oe.attach(&ae, offs[r], V);
     shard::Call ce = calls[r];
-    oe.attach(&ce.a, offs[r], V);
+    ce.a = shard_args(ae);
     std::fill(oe.st.begin(), oe.st.end(), 0);
     cuda_shard_finish(ce, 0, nullptr);
   }

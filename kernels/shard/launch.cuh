@@ -1,0 +1,73 @@
+// Host side of the vocabulary-parallel kernels: launch_partial and launch_finish queue one round's
+// or the finish's kernels on the stream (kernels/shard/shard.cuh lists them). The caller makes the
+// sampler's device current.
+#ifndef DDS_KERNELS_SHARD_LAUNCH_CUH_
+#define DDS_KERNELS_SHARD_LAUNCH_CUH_
+
+#include "finish.cuh"
+#include "rounds.cuh"
+#include "stats.cuh"
+
+namespace dds {
+namespace kshard {
+
+// Whether the slice touches at most kMaxBlocks blocks (the CTA kernels; else slow_partial_kernel).
+inline bool fast_path(const Call& c) {
+  const int32_t nblk = (c.off + c.Vs - 1) / kB - c.off / kB + 1;
+  return nblk <= kMaxBlocks;
+}
+
+template <int DT>
+inline void launch_partial_dt(const Call& c, int32_t round, int32_t kind, unsigned char* out,
+                              cudaStream_t s) {
+  const unsigned grid = (unsigned)c.a.num_rows;
+  if (kind == shard::kRoundStats) stats_kernel<DT><<<grid, kThreads, 0, s>>>(c, out);
+  else if (kind == shard::kRoundRadix) radix_kernel<DT><<<grid, kThreads, 0, s>>>(c, round, out);
+  else kept_kernel<DT><<<grid, kThreads, 0, s>>>(c, out);
+}
+
+// Round `round` of this rank into `out` (its record of the round). Returns the launch error.
+inline cudaError_t launch_partial(const Call& c, int32_t round, unsigned char* out, cudaStream_t s) {
+  const int32_t kind = round == 0 ? shard::kRoundStats
+                       : round == c.kept_round ? shard::kRoundKept
+                                               : shard::kRoundRadix;
+  if (!fast_path(c)) {
+    const int blocks = (c.a.num_rows + kSlowThreads - 1) / kSlowThreads;
+    slow_partial_kernel<<<blocks, kSlowThreads, 0, s>>>(c, round, kind, out);
+    return cudaGetLastError();
+  }
+  switch (c.a.dtype) {  // the one dtype dispatch of the partial rounds
+    case shard::kF32: launch_partial_dt<shard::kF32>(c, round, kind, out, s); break;
+    case shard::kBF16: launch_partial_dt<shard::kBF16>(c, round, kind, out, s); break;
+    default: launch_partial_dt<shard::kF16>(c, round, kind, out, s); break;
+  }
+  return cudaGetLastError();
+}
+
+template <int DT>
+inline void launch_finish_dt(const Call& c, cudaStream_t s) {
+  const unsigned grid = (unsigned)c.a.num_rows;
+  finish_kernel<DT><<<grid, kFinishThreads, 0, s>>>(c);
+}
+
+// The finish: the per-request status bits (when asked), then every row's outputs. Returns the
+// launch error.
+inline cudaError_t launch_finish(const Call& c, cudaStream_t s) {
+  if (c.a.request_status) {
+    const int blocks = (c.a.num_requests + kSlowThreads - 1) / kSlowThreads;
+    shard_status_kernel<<<blocks, kSlowThreads, 0, s>>>(c);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  switch (c.a.dtype) {  // the one dtype dispatch of the finish
+    case shard::kF32: launch_finish_dt<shard::kF32>(c, s); break;
+    case shard::kBF16: launch_finish_dt<shard::kBF16>(c, s); break;
+    default: launch_finish_dt<shard::kF16>(c, s); break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace kshard
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SHARD_LAUNCH_CUH_

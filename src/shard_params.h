@@ -1,0 +1,77 @@
+// dds_sample_args as the shard code's arguments (shard::Args): the one translation from the public
+// API to kernels/shard (used by the CPU reference and the CUDA backend, src/shard.cpp, and the host
+// emulation of the kernels, tests/emu), and the compile-time check that the values kernels/shard
+// restates from the public headers match them.
+#ifndef DDS_SRC_SHARD_PARAMS_H_
+#define DDS_SRC_SHARD_PARAMS_H_
+
+#include "dds/dds_shard.h"
+#include "shard/shard.cuh"
+
+namespace dds {
+
+static_assert(shard::kF32 == DDS_DTYPE_F32 && shard::kBF16 == DDS_DTYPE_BF16 &&
+                  shard::kF16 == DDS_DTYPE_F16, "kernels/shard/records.h: dds_dtype");
+static_assert(shard::kStatsGuided == DDS_STATS_GUIDED, "kernels/shard/records.h: dds_stats_mode");
+static_assert(shard::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE &&
+                  shard::kReqBadGuidance == DDS_REQ_BAD_GUIDANCE &&
+                  shard::kReqBadTopK == DDS_REQ_BAD_TOP_K && shard::kReqBadTopP == DDS_REQ_BAD_TOP_P &&
+                  shard::kReqBadMinP == DDS_REQ_BAD_MIN_P &&
+                  shard::kReqBadUncondRows == DDS_REQ_BAD_UNCOND_ROWS &&
+                  shard::kReqEmptyRow == DDS_REQ_EMPTY_ROW,
+              "kernels/shard/records.h: DDS_REQ_* bits");
+static_assert(shard::kRoundStats == DDS_SHARD_ROUND_STATS &&
+                  shard::kRoundRadix == DDS_SHARD_ROUND_RADIX &&
+                  shard::kRoundKept == DDS_SHARD_ROUND_KEPT,
+              "kernels/shard/records.h: dds_shard_round_kind");
+static_assert(shard::kMaxTopK == DDS_SHARD_MAX_TOP_K &&
+                  shard::kMaxWorld == DDS_SHARD_MAX_WORLD_SIZE &&
+                  shard::kMaxRounds == DDS_SHARD_MAX_ROUNDS,
+              "kernels/shard/records.h: DDS_SHARD_MAX_*");
+
+// The arguments, validated and normalised (strides resolved) by the caller.
+inline shard::Args shard_args(const dds_sample_args& a) {
+  shard::Args s;
+  s.num_rows = a.num_rows;
+  s.num_requests = a.num_requests;
+  s.row_offsets = a.row_offsets;
+  s.positions = a.positions;
+  s.logits = a.logits;
+  s.dtype = a.dtype;
+  s.row_stride = a.row_stride;
+  s.uncond_logits = a.uncond_logits;
+  s.uncond_row_stride = a.uncond_row_stride;
+  s.uncond_num_rows = a.uncond_num_rows;
+  s.uncond_row_offsets = a.uncond_row_offsets;
+  s.guidance_scales = a.guidance_scales;
+  s.guidance_scale = a.guidance_scale;
+  s.temperatures = a.temperatures;
+  s.temperature = a.temperature;
+  s.top_ks = a.top_ks;
+  s.top_k = a.top_k;
+  s.top_ps = a.top_ps;
+  s.top_p = a.top_p;
+  s.min_ps = a.min_ps;
+  s.min_p = a.min_p;
+  s.seeds = a.seeds;
+  s.seed = a.seed;
+  s.steps = a.steps;
+  s.step = a.step;
+  s.banned_token = a.banned_token;
+  s.stats = a.stats;
+  s.tokens = a.tokens;
+  s.logprobs = a.logprobs;
+  s.argmax = a.argmax;
+  s.confidence = a.confidence;
+  s.margin = a.margin;
+  s.entropy = a.entropy;
+  s.probs = a.probs;
+  s.probs_dtype = a.probs_dtype;
+  s.probs_row_stride = a.probs_row_stride;
+  s.request_status = a.request_status;
+  return s;
+}
+
+}  // namespace dds
+
+#endif  // DDS_SRC_SHARD_PARAMS_H_
