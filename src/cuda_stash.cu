@@ -9,8 +9,6 @@
 namespace dds {
 
 // The kernel's names for the status bits it writes (kernels include no dds/*.h).
-static_assert(stash::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE, "kernels/stash/params.cuh");
-static_assert(stash::kReqBadSlot == DDS_REQ_BAD_SLOT, "kernels/stash/params.cuh");
 static_assert(DDS_DTYPE_F32 == 0 && DDS_DTYPE_BF16 == 1 && DDS_DTYPE_F16 == 2,
               "launch_stash's dtype numbers");
 

@@ -13,13 +13,6 @@ namespace dds {
 static_assert(shard::kF32 == DDS_DTYPE_F32 && shard::kBF16 == DDS_DTYPE_BF16 &&
                   shard::kF16 == DDS_DTYPE_F16, "kernels/shard/records.h: dds_dtype");
 static_assert(shard::kStatsGuided == DDS_STATS_GUIDED, "kernels/shard/records.h: dds_stats_mode");
-static_assert(shard::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE &&
-                  shard::kReqBadGuidance == DDS_REQ_BAD_GUIDANCE &&
-                  shard::kReqBadTopK == DDS_REQ_BAD_TOP_K && shard::kReqBadTopP == DDS_REQ_BAD_TOP_P &&
-                  shard::kReqBadMinP == DDS_REQ_BAD_MIN_P &&
-                  shard::kReqBadUncondRows == DDS_REQ_BAD_UNCOND_ROWS &&
-                  shard::kReqEmptyRow == DDS_REQ_EMPTY_ROW,
-              "kernels/shard/records.h: DDS_REQ_* bits");
 static_assert(shard::kRoundStats == DDS_SHARD_ROUND_STATS &&
                   shard::kRoundRadix == DDS_SHARD_ROUND_RADIX &&
                   shard::kRoundKept == DDS_SHARD_ROUND_KEPT,

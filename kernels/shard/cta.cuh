@@ -54,7 +54,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 // instructions).
 using ksample::col_of;
 using ksample::Elt;
-using ksample::ex2;
+using dds::ex2;
 using ksample::neg_inf;
 
 // docs/sampling.md §2 exactly as shard::column(): guidance, ban, NaN, +inf.

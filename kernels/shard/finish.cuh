@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(const __grid_con
       S.f = shard::finish_core(c, S.r.w, S.r.g, S.u.bins, &gm);
     }
     if (S.f.empty && c.a.request_status)
-      atomicOr(&c.a.request_status[S.r.w.req], (int)shard::kReqEmptyRow);
+      atomicOr(&c.a.request_status[S.r.w.req], (int)kReqEmptyRow);
     S.r.k = S.f.k;
     set_min_p_threshold(&S.r.k);
   }

@@ -4,6 +4,7 @@
 #ifndef DDS_KERNELS_SHARD_LAUNCH_CUH_
 #define DDS_KERNELS_SHARD_LAUNCH_CUH_
 
+#include "../common/launch.cuh"
 #include "finish.cuh"
 #include "rounds.cuh"
 #include "stats.cuh"
@@ -21,9 +22,9 @@ template <int DT>
 inline void launch_partial_dt(const Call& c, int32_t round, int32_t kind, unsigned char* out,
                               cudaStream_t s) {
   const unsigned grid = (unsigned)c.a.num_rows;
-  if (kind == shard::kRoundStats) stats_kernel<DT><<<grid, kThreads, 0, s>>>(c, out);
-  else if (kind == shard::kRoundRadix) radix_kernel<DT><<<grid, kThreads, 0, s>>>(c, round, out);
-  else kept_kernel<DT><<<grid, kThreads, 0, s>>>(c, out);
+  if (kind == shard::kRoundStats) launch_kernel(s, stats_kernel<DT>, grid, kThreads, 0, c, out);
+  else if (kind == shard::kRoundRadix) launch_kernel(s, radix_kernel<DT>, grid, kThreads, 0, c, round, out);
+  else launch_kernel(s, kept_kernel<DT>, grid, kThreads, 0, c, out);
 }
 
 // Round `round` of this rank into `out` (its record of the round). Returns the launch error.
@@ -33,7 +34,7 @@ inline cudaError_t launch_partial(const Call& c, int32_t round, unsigned char* o
                                                : shard::kRoundRadix;
   if (!fast_path(c)) {
     const int blocks = (c.a.num_rows + kSlowThreads - 1) / kSlowThreads;
-    slow_partial_kernel<<<blocks, kSlowThreads, 0, s>>>(c, round, kind, out);
+    launch_kernel(s, slow_partial_kernel, (unsigned)blocks, kSlowThreads, 0, c, round, kind, out);
     return cudaGetLastError();
   }
   switch (c.a.dtype) {  // the one dtype dispatch of the partial rounds
@@ -47,7 +48,7 @@ inline cudaError_t launch_partial(const Call& c, int32_t round, unsigned char* o
 template <int DT>
 inline void launch_finish_dt(const Call& c, cudaStream_t s) {
   const unsigned grid = (unsigned)c.a.num_rows;
-  finish_kernel<DT><<<grid, kFinishThreads, 0, s>>>(c);
+  launch_kernel(s, finish_kernel<DT>, grid, kFinishThreads, 0, c);
 }
 
 // The finish: the per-request status bits (when asked), then every row's outputs. Returns the
@@ -55,7 +56,7 @@ inline void launch_finish_dt(const Call& c, cudaStream_t s) {
 inline cudaError_t launch_finish(const Call& c, cudaStream_t s) {
   if (c.a.request_status) {
     const int blocks = (c.a.num_requests + kSlowThreads - 1) / kSlowThreads;
-    shard_status_kernel<<<blocks, kSlowThreads, 0, s>>>(c);
+    launch_kernel(s, shard_status_kernel, (unsigned)blocks, kSlowThreads, 0, c);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }

@@ -16,6 +16,7 @@
 
 #include "../common/dtype.h"
 #include "../common/rng.h"
+#include "../common/status.h"  // the DDS_REQ_* bits
 
 namespace dds {
 namespace shard {
@@ -23,13 +24,6 @@ namespace shard {
 // Public values (checked against include/dds/*.h in src/shard_params.h).
 constexpr int32_t kF32 = 0, kBF16 = 1, kF16 = 2;  // dds_dtype
 constexpr int32_t kStatsGuided = 1;               // DDS_STATS_GUIDED
-constexpr int32_t kReqBadTemperature = 1;         // DDS_REQ_* bits
-constexpr int32_t kReqBadGuidance = 2;
-constexpr int32_t kReqBadTopK = 4;
-constexpr int32_t kReqBadTopP = 8;
-constexpr int32_t kReqBadMinP = 16;
-constexpr int32_t kReqBadUncondRows = 32;
-constexpr int32_t kReqEmptyRow = 64;
 constexpr int32_t kRoundStats = 0, kRoundRadix = 1, kRoundKept = 2;  // dds_shard_round_kind
 constexpr int kMaxTopK = 1024;  // DDS_SHARD_MAX_TOP_K
 constexpr int kMaxWorld = 64;   // DDS_SHARD_MAX_WORLD_SIZE

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../common/status.h"  // the DDS_REQ_* bits
+
 namespace dds {
 namespace stash {
 
@@ -14,10 +16,6 @@ constexpr int kMaxWarps = 8;          // warps per CTA at most
 constexpr int kMinTilesPerItem = 2;   // a chunk of a kept row is at least 2 tiles
 constexpr int kStageFloats = 32 * 33;  // padded [i][lane] staging of one tile
 constexpr int kStageKeys = kStageFloats / 2;  // keys that fit the staging area (k-way merge)
-// The request status bits the kernel writes: DDS_REQ_BAD_TEMPERATURE and DDS_REQ_BAD_SLOT
-// (include/dds/dds.h; src/cuda_stash.cu asserts that the values agree).
-constexpr int32_t kReqBadTemperature = 1;
-constexpr int32_t kReqBadSlot = 128;
 
 struct Params {
   int32_t V;

@@ -1,7 +1,7 @@
 // Host-emulated CUDA vocabulary-parallel kernels (kernels/shard/, see run_shard.sh) against the
 // CPU backend: the same protocol run with both, R simulated ranks; records (integer fields, values
 // within rounding) and outputs (tokens, statistics, probs) compared.
-#include "cuda_emu_sample.h"
+#include <cuda_runtime.h>  // tests/emu/include: the emulated CUDA runtime
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
@@ -23,25 +23,22 @@ inline unsigned __fns(unsigned mask, unsigned base, int offset) {
       if (--offset == 0) return b;
   return 0xffffffffu;
 }
-inline int cudaGetDevice(int* d) { *d = 0; return 0; }
-inline int cudaSetDevice(int) { return 0; }
-inline const char* cudaGetErrorString(int) { return ""; }
-inline const char* cudaGetErrorName(int) { return ""; }
-#define EMU_LAUNCHV(k, g, b, ...) emu_launch((unsigned)(g), (unsigned)(b), [&] { k(__VA_ARGS__); })
-namespace dds {
-inline dds_status fail(dds_status s, const char* f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  vprintf(f, ap);
-  va_end(ap);
-  printf("\n");
-  return s;
-}
-inline dds_status check_launch(const char*) { return DDS_OK; }
-}  // namespace dds
 
-#include "cuda_shard_emu.h"
+#include "shard/launch.cuh"
 #include "shard_params.h"
+
+// The CUDA backend's two entry points (src/cuda_shard.cu) without its device guard: the
+// kernels' own launchers.
+namespace dds {
+inline dds_status cuda_shard_partial(const shard::Call& c, int32_t round, void* out, int, dds_stream s) {
+  kshard::launch_partial(c, round, static_cast<unsigned char*>(out), (cudaStream_t)s);
+  return DDS_OK;
+}
+inline dds_status cuda_shard_finish(const shard::Call& c, int, dds_stream s) {
+  kshard::launch_finish(c, (cudaStream_t)s);
+  return DDS_OK;
+}
+}  // namespace dds
 
 using namespace dds;
 
