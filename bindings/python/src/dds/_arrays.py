@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import numbers
 import sys
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -67,17 +66,20 @@ def dtype_name(dtype: Any) -> str:
     return _DTYPE_ALIASES[key]
 
 
-@dataclass
 class ArrayInfo:
-    """What dds reads from an array."""
+    """What dds reads from an array (a slotted class: one is made per array per call)."""
 
-    ptr: int
-    shape: Tuple[int, ...]
-    strides: Tuple[int, ...]  # in elements
-    dtype: str  # canonical name: float32, bfloat16, int32, uint64, ... or the library's own
-    device: Optional[int]  # None: host memory; >= 0: CUDA ordinal; -1: CUDA, ordinal unknown
-    lib: str  # "numpy" | "torch" | "cupy" | "cuda" (other __cuda_array_interface__)
-    obj: Any  # the array (kept alive by the caller while the call runs)
+    __slots__ = ("ptr", "shape", "strides", "dtype", "device", "lib", "obj")
+
+    def __init__(self, ptr: int, shape: Tuple[int, ...], strides: Tuple[int, ...], dtype: str,
+                 device: Optional[int], lib: str, obj: Any) -> None:
+        self.ptr = ptr
+        self.shape = shape
+        self.strides = strides  # in elements
+        self.dtype = dtype  # canonical name: float32, bfloat16, int32, uint64, ... or the lib's own
+        self.device = device  # None: host memory; >= 0: CUDA ordinal; -1: CUDA, ordinal unknown
+        self.lib = lib  # "numpy" | "torch" | "cupy" | "cuda" (other __cuda_array_interface__)
+        self.obj = obj  # the array (kept alive by the caller while the call runs)
 
     @property
     def on_host(self) -> bool:
@@ -91,30 +93,57 @@ class ArrayInfo:
             "a CUDA device" if self.device < 0 else f"CUDA device {self.device}")
 
 
+# torch.Tensor and torch dtype -> name, filled when torch is first seen (never imported here).
+_TORCH_TENSOR: Any = None
+_TORCH_DTYPES: Dict[Any, str] = {}
+
+
+def torch_tensor_type() -> Any:
+    """torch.Tensor if torch is loaded (None otherwise); caches the dtype names on first use."""
+    global _TORCH_TENSOR
+    if _TORCH_TENSOR is None:
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "Tensor"):
+            return None
+        for name in ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32",
+                     "int64", "uint8", "uint16", "uint32", "uint64", "bool"):
+            dt = getattr(torch, name, None)
+            if dt is not None:
+                _TORCH_DTYPES[dt] = name
+        _TORCH_TENSOR = torch.Tensor
+    return _TORCH_TENSOR
+
+
 def _is_torch_tensor(obj: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor)
+    t = _TORCH_TENSOR if _TORCH_TENSOR is not None else torch_tensor_type()
+    return t is not None and isinstance(obj, t)
 
 
 def _torch_dtype_name(dt: Any) -> str:
-    return str(dt).replace("torch.", "")
+    name = _TORCH_DTYPES.get(dt)
+    return name if name is not None else str(dt).replace("torch.", "")
+
+
+def _describe_torch(obj: Any, name: str) -> ArrayInfo:
+    if obj.is_cuda:
+        device: Optional[int] = obj.get_device()
+    elif obj.device.type == "cpu":
+        device = HOST
+    else:
+        raise TypeError(f"{name}: torch tensor on device '{obj.device}' is not supported "
+                        "(dds takes CPU tensors on the cpu backend, CUDA tensors on cuda)")
+    return ArrayInfo(obj.data_ptr(), tuple(obj.shape), obj.stride(),
+                     _torch_dtype_name(obj.dtype), device, "torch", obj)
 
 
 def describe(obj: Any, name: str) -> Optional[ArrayInfo]:
     """ArrayInfo of an array object, or None if `obj` is not an array this module knows."""
-    if isinstance(obj, np.ndarray):
+    if type(obj) is np.ndarray:
         return _describe_numpy(obj, name)
     if _is_torch_tensor(obj):
-        dev = obj.device
-        if dev.type == "cuda":
-            device: Optional[int] = dev.index if dev.index is not None else -1
-        elif dev.type == "cpu":
-            device = HOST
-        else:
-            raise TypeError(f"{name}: torch tensor on device '{dev}' is not supported "
-                            "(dds takes CPU tensors on the cpu backend, CUDA tensors on cuda)")
-        return ArrayInfo(int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()),
-                         _torch_dtype_name(obj.dtype), device, "torch", obj)
+        return _describe_torch(obj, name)
+    if isinstance(obj, np.ndarray):
+        return _describe_numpy(obj, name)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return _describe_cai(obj, cai, name)
@@ -158,13 +187,21 @@ def _np_address(a: np.ndarray) -> int:
 
 
 def _describe_numpy(a: np.ndarray, name: str) -> ArrayInfo:
-    item = a.dtype.itemsize
-    strides = a.strides
-    if item > 1 and any(s % item for s in strides):
-        raise ValueError(f"{name}: strides {strides} bytes are not a multiple of the element "
+    dt = a.dtype
+    item = dt.itemsize
+    bs = a.strides
+    if len(bs) == 1:
+        st: Tuple[int, ...] = (bs[0] // item,)
+        bad = st[0] * item != bs[0]
+    else:
+        st = tuple([s // item for s in bs])
+        bad = item > 1 and any(s * item != b for s, b in zip(st, bs))
+    if bad:
+        raise ValueError(f"{name}: strides {bs} bytes are not a multiple of the element "
                          f"size {item}")
-    return ArrayInfo(_np_address(a), a.shape, tuple(s // item for s in strides),
-                     _np_name(a.dtype), HOST, "numpy", a)
+    nm = _NP_NAMES.get(dt)
+    return ArrayInfo(_np_address(a), a.shape, st, nm if nm is not None else _np_name(dt), HOST,
+                     "numpy", a)
 
 
 def _describe_cai(obj: Any, cai: Dict[str, Any], name: str) -> ArrayInfo:

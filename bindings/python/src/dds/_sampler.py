@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numbers
 import sys
+import inspect
+import itertools
 import threading
-from typing import (TYPE_CHECKING, Any, Iterable, NamedTuple, Optional, Sequence, Tuple,
+import weakref
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple,
                     Union)
 
 import numpy as np
@@ -28,6 +31,8 @@ from ._arrays import (
     resolve_stream,
     vector,
 )
+from ._sample import (LOGIT_DTYPES, SAMPLE_OUTPUTS, build_sample_args, check_float, check_int,
+                      result_tuple)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._shard import ShardCall, ShardPlan
@@ -35,11 +40,9 @@ if TYPE_CHECKING:  # pragma: no cover
 ArrayLike = Any  # numpy.ndarray | torch.Tensor | cupy.ndarray | list (small arrays only)
 Scalar = Union[int, float]
 
-SAMPLE_OUTPUTS = ("tokens", "logprobs", "argmax", "confidence", "margin", "entropy", "probs",
-                  "request_status")
 STASH_OUTPUTS = ("token_ids", "logprobs", "ranks", "request_status")
 
-_LOGIT_DTYPES = ("float32", "bfloat16", "float16")
+_LOGIT_DTYPES = LOGIT_DTYPES
 
 
 class SampleResult(NamedTuple):
@@ -88,10 +91,36 @@ VERIFY_OUTPUTS = ("accepted_counts", "tokens", "logprobs", "request_status")
 REVEAL_POLICIES = {"top_n": 0, "threshold": 1, "factor": 2, "random": 3}
 
 _BACKENDS = {"cpu": _dds.DDS_BACKEND_CPU, "cuda": _dds.DDS_BACKEND_CUDA}
-_STATS = {"processed": _dds.DDS_STATS_PROCESSED, "guided": _dds.DDS_STATS_GUIDED}
 
 
 _FAST_SCALARS = (int, float)
+
+# torch.compiler.is_compiling once torch is loaded and dds's custom ops are registered
+# (enable_torch); None before. Read by Sampler.sample on every call.
+_torch_compiling: Any = None
+_torch_traced_sample: Any = None  # dds._torch_ops.traced_sample, set with _torch_compiling
+_IDS = itertools.count(1)
+_LIVE: Dict[int, Any] = {}  # sampler id -> weakref (for the torch custom ops)
+
+
+def enable_torch() -> None:
+    """Registers the torch custom ops (torch.ops.dds.*) and routes Sampler.sample through them
+    while torch.compile traces. Done at `import dds` when torch is already imported, and at
+    Sampler creation otherwise."""
+    global _torch_compiling
+    if _torch_compiling is None:
+        from . import _torch_ops
+
+        _torch_compiling = _torch_ops.register()
+
+
+def sampler_by_id(op_id: int) -> "Sampler":
+    """The live Sampler of a custom op's sampler id."""
+    ref = _LIVE.get(op_id)
+    s = ref() if ref is not None else None
+    if s is None:
+        raise _dds.Error(f"dds: sampler id {op_id} is closed or was never created")
+    return s
 
 
 def has_cuda() -> bool:
@@ -99,19 +128,8 @@ def has_cuda() -> bool:
     return bool(_dds.dds_has_cuda())
 
 
-def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    v = int(value)
-    if v < lo or v > hi:
-        raise ValueError(f"{name}: {v} is outside [{lo}, {hi}]")
-    return v
-
-
-def _check_float(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
-    return float(value)
+_check_int = check_int
+_check_float = check_float
 
 
 def _scalar_value(value: Any) -> Any:
@@ -151,7 +169,13 @@ class Sampler:
         cfg.max_stash_width = self.max_stash_width
         cfg.flags = _dds.DDS_FLAG_DEBUG_CHECKS if self.debug else 0
         self._lock = threading.Lock()
+        self._sargs = _dds.dds_sample_args()  # reused by sample(), reset per call
         self._handle = _dds.dds_create(cfg)
+        # The id torch custom ops name this sampler by (dds._torch_ops; torch.compile).
+        self._op_id: int = next(_IDS)
+        _LIVE[self._op_id] = weakref.ref(self)
+        if _torch_compiling is None and "torch" in sys.modules:
+            enable_torch()
 
     # -- lifetime -------------------------------------------------------------------------------
     @property
@@ -172,6 +196,7 @@ class Sampler:
             if self.backend == "cuda":
                 _synchronize(self.device)
             _dds.dds_destroy(h)
+            _LIVE.pop(getattr(self, "_op_id", 0), None)
 
     def __enter__(self) -> "Sampler":
         self._live()
@@ -287,183 +312,87 @@ class Sampler:
                out_probs: Optional[ArrayLike] = None,
                out_request_status: Optional[ArrayLike] = None,
                stream: Any = None) -> SampleResult:
-        """One sampling step over every row of `logits` ([num_rows, vocab_size], f32 / bf16 /
-        f16, rows may be strided, columns contiguous). See dds.h / docs/sampling.md.
+        """One sampling step over every row of `logits` (dds_sample; docs/sampling.md).
 
-        Rows of several requests are packed: request r owns rows row_offsets[r] ..
-        row_offsets[r+1]-1 (None: one row per request). Per-request parameters are Python
-        scalars (one value for all requests) or arrays of num_requests values (float32 for
-        guidance_scale / temperature / top_p / min_p, int32 top_k, uint64 seed, uint32 step);
-        host lists / numpy arrays are converted (and copied to the device on cuda), device
-        arrays must have the exact dtype (graph capture: pass device arrays).
+        Parameters
+        ----------
+        logits : array [num_rows, vocab_size]
+            float32, bfloat16 or float16; columns contiguous, any row stride. numpy / CPU
+            tensors on the cpu backend, CUDA tensors / CuPy arrays on cuda.
+        row_offsets : array of num_requests + 1 int32, optional
+            Request r owns rows row_offsets[r] .. row_offsets[r+1] - 1. None: one row per
+            request.
+        positions : array of num_rows int32, optional
+            Canvas position of each row (keys the random numbers). None: the row's index in
+            its request.
+        uncond_logits : array [uncond_rows, vocab_size], optional
+            Unconditional rows for classifier-free guidance (same dtype as `logits`).
+        uncond_row_offsets : array of num_requests int32, optional
+            First uncond row of each request, or -1 (unguided). None: `uncond_logits` mirrors
+            the rows of `logits`.
+        guidance_scale, temperature, top_k, top_p, min_p, seed, step : scalar or array
+            Per-request values: one Python scalar for every request, or an array of
+            num_requests values (float32; top_k int32; seed uint64 or int64; step uint32 or
+            int32). Host arrays are converted with range checks (copied to the device on
+            cuda); device arrays must have the dtype already. temperature 0 is greedy.
+        banned_token : int, optional
+            A token never sampled nor counted (the mask token); -1 or None for none.
+        stats : {"processed", "guided"}
+            Distribution of the statistics: after temperature and filters, or after guidance
+            only.
+        outputs : iterable of str
+            Outputs to allocate: tokens, logprobs, argmax, confidence, margin, entropy, probs,
+            request_status.
+        dtype : str or dtype, optional
+            The logits' dtype when the array holds raw 16-bit words ("bfloat16", "float16").
+        probs_dtype : str or dtype, optional
+            dtype of the `probs` output (default float32).
+        out_tokens, out_logprobs, out_argmax, out_confidence, out_margin, out_entropy, out_probs, out_request_status : array, optional
+            Arrays written in place (and returned as given) instead of allocated ones.
+        stream : int, torch.cuda.Stream or cupy.cuda.Stream, optional
+            CUDA stream of the call; None: the current stream of the logits' library. Must be
+            None on the cpu backend.
 
-        `outputs` names the outputs to allocate (tokens, logprobs, argmax, confidence, margin,
-        entropy, probs, request_status); an out_* array given is written in place and
-        returned. The result is a SampleResult with None for outputs not asked for.
+        Returns
+        -------
+        SampleResult
+            The outputs (arrays of the logits' library on its device); None for an output not
+            asked for.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A bad argument, named in the message, before anything runs.
+        dds.ArgumentError, dds.Error
+            The library rejected the call (message: dds_last_error()).
         """
-        # Every keyword as given (the keyword list and defaults of _sample_args are the same:
-        # tests/test_args.py checks that the two signatures agree).
-        kw = dict(locals())
-        del kw["self"], kw["logits"]
-        h = self._live()
-        a, res, ctx = self._sample_args(None, logits, **kw)
+        if _torch_compiling is not None and _torch_compiling():
+            return _torch_traced_sample(
+                self, logits, row_offsets, positions, uncond_logits, uncond_row_offsets,
+                guidance_scale, temperature, top_k, top_p, min_p, seed, step, banned_token,
+                stats, outputs, dtype, probs_dtype, out_tokens, out_logprobs, out_argmax,
+                out_confidence, out_margin, out_entropy, out_probs, out_request_status, stream)
+        return self._sample_kw(logits, locals())
+
+    def _sample_kw(self, logits: ArrayLike, kw: Dict[str, Any]) -> SampleResult:
+        """sample() with its keywords as a dict holding every keyword (its locals())."""
         with self._lock:
-            if self._handle is None:
+            h = self._handle
+            if h is None:
                 raise _dds.Error("dds.Sampler: the sampler is closed")
+            a = self._sargs
+            a.reset()
+            res, ctx = build_sample_args(self, None, logits, kw, a)
             _dds.dds_sample(h, a, ctx.stream)
-        ctx.keep.clear()
-        return SampleResult(**res)
+        return tuple.__new__(SampleResult, result_tuple(res))
 
-    def _sample_args(self, shard_cols: Optional[int], logits: ArrayLike, *,
-               row_offsets: Optional[ArrayLike] = None,
-               positions: Optional[ArrayLike] = None,
-               uncond_logits: Optional[ArrayLike] = None,
-               uncond_row_offsets: Optional[ArrayLike] = None,
-               guidance_scale: Union[Scalar, ArrayLike] = 0.0,
-               temperature: Union[Scalar, ArrayLike] = 1.0,
-               top_k: Union[int, ArrayLike] = 0,
-               top_p: Union[Scalar, ArrayLike] = 1.0,
-               min_p: Union[Scalar, ArrayLike] = 0.0,
-               seed: Union[int, ArrayLike] = 0,
-               step: Union[int, ArrayLike] = 0,
-               banned_token: Optional[int] = -1,
-               stats: Union[str, int] = "processed",
-               outputs: Iterable[str] = ("tokens",),
-               dtype: Any = None,
-               probs_dtype: Any = None,
-               out_tokens: Optional[ArrayLike] = None,
-               out_logprobs: Optional[ArrayLike] = None,
-               out_argmax: Optional[ArrayLike] = None,
-               out_confidence: Optional[ArrayLike] = None,
-               out_margin: Optional[ArrayLike] = None,
-               out_entropy: Optional[ArrayLike] = None,
-               out_probs: Optional[ArrayLike] = None,
-               out_request_status: Optional[ArrayLike] = None,
-               stream: Any = None) -> Tuple[Any, dict, CallContext]:
-        """dds_sample_args of a sample call (and its outputs, allocated): the whole row
-        (shard_cols None) or a vocabulary slice of shard_cols columns (dds_shard.h)."""
-        linfo = describe(logits, "logits")
-        if linfo is None:
-            raise TypeError(f"logits: expected a 2-D array (numpy on the cpu backend, torch / "
-                            f"CuPy on cuda), got {type(logits).__name__}")
-        ctx = self._context(linfo, stream)
-        cols = self.vocab_size if shard_cols is None else shard_cols
-        what = None if shard_cols is None else "vocab_slice"
-        linfo, ldt, row_stride = matrix(logits, "logits", ctx, cols, _LOGIT_DTYPES,
-                                        dtype, info=linfo, cols_what=what)
-        num_rows = linfo.shape[0]
-        if num_rows > self.max_rows:
-            raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
-                             f"({self.max_rows})")
+    def _sample_args(self, shard_cols: Optional[int], logits: ArrayLike,
+                     kwargs: Dict[str, Any]) -> Tuple[Any, dict, CallContext]:
+        """A new dds_sample_args for `logits` and sample()'s keywords `kwargs` (defaults filled
+        in), for the whole row (shard_cols None) or a vocabulary slice of shard_cols columns;
+        returns (args, outputs by name, call context)."""
         a = _dds.dds_sample_args()
-        a.num_rows = num_rows
-        a.logits = linfo.ptr
-        a.dtype = DTYPE_CODES[ldt]
-        a.row_stride = row_stride
-
-        ptr, num_requests, host_offsets = self._row_offsets(row_offsets, num_rows, ctx)
-        a.row_offsets = ptr
-        if num_rows and num_requests > self.max_requests:
-            raise ValueError(f"row_offsets: {num_requests} requests exceed the sampler's "
-                             f"max_requests ({self.max_requests})")
-        a.num_requests = max(num_requests, 1)
-        R = num_requests
-        if positions is not None:
-            a.positions = vector(positions, "positions", ctx, "int32", num_rows)[0]
-
-        if uncond_logits is not None:
-            uinfo, udt, ustride = matrix(uncond_logits, "uncond_logits", ctx, cols,
-                                         _LOGIT_DTYPES, dtype, cols_what=what)
-            if udt != ldt:
-                raise TypeError(f"uncond_logits: dtype {udt} differs from logits' {ldt} "
-                                "(one dtype for both)")
-            a.uncond_logits = uinfo.ptr
-            a.uncond_row_stride = ustride
-            a.uncond_num_rows = uinfo.shape[0]
-            if uncond_row_offsets is not None:
-                a.uncond_row_offsets = vector(uncond_row_offsets, "uncond_row_offsets", ctx,
-                                              "int32", R)[0]
-            elif uinfo.shape[0] < num_rows:
-                raise ValueError(f"uncond_logits: has {uinfo.shape[0]} rows; without "
-                                 f"uncond_row_offsets it must mirror the {num_rows} logits rows")
-        elif uncond_row_offsets is not None:
-            raise ValueError("uncond_row_offsets: given without uncond_logits")
-
-        self._request_param(a, guidance_scale, "guidance_scale", "guidance_scales",
-                            "guidance_scale", "float32", ctx, R, _check_float, default=0.0)
-        self._request_param(a, temperature, "temperature", "temperatures", "temperature",
-                            "float32", ctx, R, _check_float, default=1.0)
-        self._request_param(a, top_k, "top_k", "top_ks", "top_k", "int32", ctx, R,
-                            lambda v, n: _check_int(v, n, -(2 ** 31), 2 ** 31 - 1), default=0)
-        self._request_param(a, top_p, "top_p", "top_ps", "top_p", "float32", ctx, R,
-                            _check_float, default=1.0)
-        self._request_param(a, min_p, "min_p", "min_ps", "min_p", "float32", ctx, R,
-                            _check_float, default=0.0)
-        # Device seeds may also be int64 and steps int32 (same bits; torch's unsigned types are
-        # second-class): the library reads them as uint64 / uint32.
-        self._request_param(a, seed, "seed", "seeds", "seed", "uint64", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1), ("int64",), 0)
-        self._request_param(a, step, "step", "steps", "step", "uint32", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1), ("int32",), 0)
-        if banned_token is None:
-            banned_token = -1
-        a.banned_token = _check_int(banned_token, "banned_token", -1, self.vocab_size - 1)
-        if isinstance(stats, str):
-            if stats.lower() not in _STATS:
-                raise ValueError(f"stats: must be 'processed' or 'guided', got {stats!r}")
-            a.stats = _STATS[stats.lower()]
-        else:
-            a.stats = _check_int(stats, "stats", 0, 1)
-
-        # -- outputs --
-        if isinstance(outputs, str):
-            outputs = (outputs,)
-        wanted = set()
-        for o in outputs:
-            if o not in SAMPLE_OUTPUTS:
-                raise ValueError(f"outputs: unknown output {o!r}; choose from {SAMPLE_OUTPUTS}")
-            wanted.add(o)
-        given = {"tokens": out_tokens, "logprobs": out_logprobs, "argmax": out_argmax,
-                 "confidence": out_confidence, "margin": out_margin, "entropy": out_entropy,
-                 "probs": out_probs, "request_status": out_request_status}
-        res = {}
-        spec = {"tokens": "int32", "logprobs": "float32", "argmax": "int32",
-                "confidence": "float32", "margin": "float32", "entropy": "float32",
-                "request_status": "int32"}
-        for key, dt in spec.items():
-            n = R if key == "request_status" else num_rows
-            arr = given[key]
-            if arr is not None:
-                out_vector(arr, "out_" + key, ctx, dt, n)
-            elif key in wanted:
-                arr = ctx.empty((n,), dt)
-            else:
-                continue
-            res[key] = arr
-            setattr(a, key, describe(arr, "out_" + key).ptr)  # type: ignore[union-attr]
-        if out_probs is not None or "probs" in wanted:
-            if out_probs is not None:
-                pinfo, pdt, pstride = matrix(out_probs, "out_probs", ctx, cols,
-                                             _LOGIT_DTYPES, probs_dtype, rows=num_rows,
-                                             override_name="probs_dtype", cols_what=what)
-                if pinfo.lib == "numpy" and not pinfo.obj.flags.writeable:
-                    raise ValueError("out_probs: array is read-only")
-                res["probs"] = out_probs
-            else:
-                pdt = dtype_name(probs_dtype) if probs_dtype is not None else "float32"
-                res["probs"] = ctx.empty((num_rows, cols), pdt)
-                pinfo = describe(res["probs"], "probs")  # type: ignore[assignment]
-                pstride = cols
-            a.probs = pinfo.ptr
-            a.probs_dtype = DTYPE_CODES[pdt]
-            a.probs_row_stride = pstride
-        elif probs_dtype is not None:
-            dtype_name(probs_dtype)  # validate the spelling even when unused
-        if not any(k != "request_status" for k in res):
-            raise ValueError("outputs: no output requested: name one of tokens, logprobs, "
-                             "argmax, confidence, margin, entropy, probs (or pass an out_* "
-                             "array)")
-
+        res, ctx = build_sample_args(self, shard_cols, logits, sample_keywords(kwargs), a)
         return a, res, ctx
 
     # -- vocabulary-parallel (dds_shard.h) ------------------------------------------------------
@@ -1002,6 +931,21 @@ class Sampler:
             _dds.dds_verify_drafts(h, a, ctx.stream)
         ctx.keep.clear()
         return VerifyResult(**res)
+
+
+SAMPLE_DEFAULTS: Dict[str, Any] = {
+    p.name: p.default for p in inspect.signature(Sampler.sample).parameters.values()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def sample_keywords(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """Sampler.sample's keywords: `kwargs` over the defaults; TypeError for an unknown one."""
+    for k in kwargs:
+        if k not in SAMPLE_DEFAULTS:
+            raise TypeError(f"sample() got an unexpected keyword argument {k!r}")
+    kw = dict(SAMPLE_DEFAULTS)
+    kw.update(kwargs)
+    return kw
 
 
 class _NoInfoType:
