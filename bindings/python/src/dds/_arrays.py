@@ -127,7 +127,7 @@ def _torch_dtype_name(dt: Any) -> str:
 def _describe_torch(obj: Any, name: str) -> ArrayInfo:
     if obj.is_cuda:
         device: Optional[int] = obj.get_device()
-    elif obj.device.type == "cpu":
+    elif obj.is_cpu:
         device = HOST
     else:
         raise TypeError(f"{name}: torch tensor on device '{obj.device}' is not supported "
@@ -301,12 +301,18 @@ class CallContext:
             import torch
 
             tdt = getattr(torch, dtype)
-            dev = torch.device("cuda", self.device) if self.backend == "cuda" else "cpu"
-            with (self._torch_stream_ctx() if self.backend == "cuda"
-                  else contextlib.nullcontext()):
-                if fill is None:
-                    return torch.empty(shape, dtype=tdt, device=dev)
-                return torch.full(shape, fill, dtype=tdt, device=dev)
+            if self.backend == "cuda":
+                dev: Any = torch.device("cuda", self.device)
+                if self.stream_given:
+                    with self._torch_stream_ctx():
+                        if fill is None:
+                            return torch.empty(shape, dtype=tdt, device=dev)
+                        return torch.full(shape, fill, dtype=tdt, device=dev)
+            else:
+                dev = "cpu"
+            if fill is None:
+                return torch.empty(shape, dtype=tdt, device=dev)
+            return torch.full(shape, fill, dtype=tdt, device=dev)
         if self.lib == "cupy":
             import cupy
 
@@ -371,6 +377,9 @@ def resolve_stream(stream: Any, lib: str, device: int) -> Tuple[int, bool]:
     if lib == "torch":
         import torch
 
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # no Stream object made
+        if raw is not None:
+            return raw(device), False
         return int(torch.cuda.current_stream(device).cuda_stream), False
     if lib == "cupy":
         import cupy
@@ -560,6 +569,27 @@ def out_vector(value: Any, name: str, ctx: CallContext, dtype: str, length: int,
         raise ValueError(f"{name}: must be contiguous (stride 1), got stride {info.strides[0]}")
     _check_writable(info, name)
     return info
+
+
+_NP_DTYPES = {n: np.dtype(n) for n in ("int32", "float32", "uint8")}
+
+
+def out_vector_ptr(value: Any, name: str, ctx: CallContext, dtype: str, length: int) -> int:
+    """out_vector(...).ptr, with a fast path for the usual case (a writable contiguous numpy
+    array or torch tensor of the right dtype, length and memory); anything else takes
+    out_vector's checks, which raise naming `name`."""
+    t = type(value)
+    if t is np.ndarray:
+        if (ctx.backend == "cpu" and value.dtype is _NP_DTYPES.get(dtype) and
+                value.shape == (length,) and (length <= 1 or value.strides[0] ==
+                                              value.itemsize) and value.flags.writeable):
+            return _address(value)
+    elif t is _TORCH_TENSOR:
+        if (_TORCH_DTYPES.get(value.dtype) == dtype and value.shape == (length,) and
+                (length <= 1 or value.stride(0) == 1) and
+                ((value.get_device() == ctx.device) if ctx.backend == "cuda" else value.is_cpu)):
+            return value.data_ptr()
+    return out_vector(value, name, ctx, dtype, length).ptr
 
 
 def out_block(value: Any, name: str, ctx: CallContext, dtype: str, count: int) -> ArrayInfo:

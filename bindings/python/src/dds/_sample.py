@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import _dds
 from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, describe, dtype_name, matrix,
-                      out_vector, vector)
+                      out_vector_ptr, vector)
 
 SAMPLE_OUTPUTS = ("tokens", "logprobs", "argmax", "confidence", "margin", "entropy", "probs",
                   "request_status")
@@ -190,7 +190,7 @@ def build_sample_args(sampler: Any, shard_cols: Optional[int], logits: Any, kw: 
         arr = kw[kwname]
         n = R if per_request else num_rows
         if arr is not None:
-            ptr = out_vector(arr, kwname, ctx, dt, n).ptr
+            ptr = out_vector_ptr(arr, kwname, ctx, dt, n)
         elif key in wanted:
             arr, ptr = _alloc_vector(ctx, n, dt)
         else:

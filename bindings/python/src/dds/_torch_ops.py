@@ -33,49 +33,29 @@ _STATS = {"processed": 0, "guided": 1}
 _U64 = 2 ** 64
 
 
-@torch.library.custom_op(
-    "dds::sample",
-    mutates_args=("out_tokens", "out_logprobs", "out_argmax", "out_confidence", "out_margin",
-                  "out_entropy", "out_probs", "out_request_status"))
-def sample_op(sampler_id: int, logits: Tensor, row_offsets: Optional[Tensor],
-              positions: Optional[Tensor], uncond_logits: Optional[Tensor],
-              uncond_row_offsets: Optional[Tensor],
-              guidance_scale: float, guidance_scales: Optional[Tensor],
-              temperature: float, temperatures: Optional[Tensor],
-              top_k: int, top_ks: Optional[Tensor], top_p: float, top_ps: Optional[Tensor],
-              min_p: float, min_ps: Optional[Tensor], seed: int, seeds: Optional[Tensor],
-              step: int, steps: Optional[Tensor], banned_token: int, stats: int,
-              outputs: int, dtype: Optional[str], probs_dtype: Optional[torch.dtype],
-              out_tokens: Optional[Tensor], out_logprobs: Optional[Tensor],
-              out_argmax: Optional[Tensor], out_confidence: Optional[Tensor],
-              out_margin: Optional[Tensor], out_entropy: Optional[Tensor],
-              out_probs: Optional[Tensor], out_request_status: Optional[Tensor]) -> List[Tensor]:
-    """dds_sample as a torch operator: Sampler `sampler_id` samples `logits`.
+# The arguments of both operators, in order (the schema is written out once, here).
+_ARGS = ("SymInt sampler_id, Tensor logits, Tensor? row_offsets, Tensor? positions, "
+         "Tensor? uncond_logits, Tensor? uncond_row_offsets, "
+         "float guidance_scale, Tensor? guidance_scales, float temperature, Tensor? temperatures, "
+         "SymInt top_k, Tensor? top_ks, float top_p, Tensor? top_ps, float min_p, Tensor? min_ps, "
+         "SymInt seed, Tensor? seeds, SymInt step, Tensor? steps, SymInt banned_token, "
+         "SymInt stats, SymInt outputs, str? dtype, ScalarType? probs_dtype")
+_NARGS = _ARGS.count(",") + 1
+_OUT_ARGS = ", ".join(f"Tensor({chr(97 + i)}!)? out_{n}" for i, n in enumerate(SAMPLE_OUTPUTS))
 
-    Parameters
-    ----------
-    sampler_id : int
-        ``Sampler._op_id`` of a live sampler.
-    logits, row_offsets, positions, uncond_logits, uncond_row_offsets : Tensor
-        As in Sampler.sample (tensors only).
-    guidance_scale, temperature, top_k, top_p, min_p, seed, step : scalar
-        One value for all requests, used where the matching tensor (guidance_scales, ...,
-        steps) is None. seed holds the uint64 bits as a signed int64.
-    banned_token, stats : int
-        As in Sampler.sample (stats: 0 processed, 1 guided).
-    outputs : int
-        Bit i set: allocate and return output SAMPLE_OUTPUTS[i].
-    dtype, probs_dtype : optional
-        The logits' dtype override (raw 16-bit words) and the probs output's dtype.
-    out_tokens, ..., out_request_status : Tensor, optional
-        Written in place.
+torch.library.define("dds::sample", f"({_ARGS}) -> Tensor[]")
+torch.library.define("dds::sample_out", f"({_ARGS}, {_OUT_ARGS}) -> ()")
 
-    Returns
-    -------
-    list of Tensor
-        The allocated outputs, in SAMPLE_OUTPUTS order of the bits of `outputs`.
-    """
+
+def _run(args: Any, outs: Any) -> List[Tensor]:
+    """The eager call behind both operators: Sampler.sample with the operator's arguments."""
+    (sampler_id, logits, row_offsets, positions, uncond_logits, uncond_row_offsets,
+     guidance_scale, guidance_scales, temperature, temperatures, top_k, top_ks, top_p, top_ps,
+     min_p, min_ps, seed, seeds, step, steps, banned_token, stats, outputs, dtype,
+     probs_dtype) = args
     s = _sampler.sampler_by_id(sampler_id)
+    if seeds is not None and seeds.dtype == torch.int64 and not seeds.is_cuda:
+        seeds = seeds.view(torch.uint64)  # host seeds are range-checked as uint64: same bits
 
     def pick(scalar: Any, tensor: Optional[Tensor]) -> Any:
         return scalar if tensor is None else tensor
@@ -88,26 +68,34 @@ def sample_op(sampler_id: int, logits: Tensor, row_offsets: Optional[Tensor],
         top_p=pick(top_p, top_ps), min_p=pick(min_p, min_ps),
         seed=pick(seed % _U64, seeds), step=pick(step, steps), banned_token=banned_token,
         stats=stats, dtype=dtype, probs_dtype=probs_dtype,
-        outputs=tuple(n for i, n in enumerate(SAMPLE_OUTPUTS) if outputs >> i & 1),
-        out_tokens=out_tokens, out_logprobs=out_logprobs, out_argmax=out_argmax,
-        out_confidence=out_confidence, out_margin=out_margin, out_entropy=out_entropy,
-        out_probs=out_probs, out_request_status=out_request_status))
+        outputs=tuple(n for i, n in enumerate(SAMPLE_OUTPUTS) if outputs >> i & 1)))
+    if outs is not None:
+        for n, t in zip(SAMPLE_OUTPUTS, outs):
+            kw["out_" + n] = t
     r = s._sample_kw(logits, kw)
     return [r[i] for i in range(len(SAMPLE_OUTPUTS)) if outputs >> i & 1]
 
 
-@sample_op.register_fake
-def _sample_fake(sampler_id: int, logits: Tensor, row_offsets: Optional[Tensor],
-                 positions: Optional[Tensor], uncond_logits: Optional[Tensor],
-                 uncond_row_offsets: Optional[Tensor],
-                 guidance_scale: float, guidance_scales: Optional[Tensor],
-                 temperature: float, temperatures: Optional[Tensor],
-                 top_k: int, top_ks: Optional[Tensor], top_p: float, top_ps: Optional[Tensor],
-                 min_p: float, min_ps: Optional[Tensor], seed: int, seeds: Optional[Tensor],
-                 step: int, steps: Optional[Tensor], banned_token: int, stats: int,
-                 outputs: int, dtype: Optional[str], probs_dtype: Optional[torch.dtype],
-                 *out: Optional[Tensor]) -> List[Tensor]:
+@torch.library.impl("dds::sample", ("cpu", "cuda"))
+def sample_op(*args: Any) -> List[Tensor]:
+    """torch.ops.dds.sample: dds_sample with the outputs of the bits of `outputs` allocated
+    (bit i: SAMPLE_OUTPUTS[i]) and returned in that order. Per-request values: the scalar
+    (guidance_scale, ..., step; seed as the int64 of its uint64 bits) where the matching tensor
+    (guidance_scales, ..., steps) is None. `sampler_id` is a live Sampler's `_op_id`."""
+    return _run(args, None)
+
+
+@torch.library.impl("dds::sample_out", ("cpu", "cuda"))
+def sample_out_op(*args: Any) -> None:
+    """torch.ops.dds.sample_out: torch.ops.dds.sample's arguments (`outputs` 0), then the eight
+    out_* tensors (or None) of Sampler.sample, written in place."""
+    _run(args[:_NARGS], args[_NARGS:])
+
+
+@torch.library.register_fake("dds::sample")
+def _sample_fake(*args: Any) -> List[Tensor]:
     """Output shapes and dtypes of torch.ops.dds.sample, for tracing."""
+    logits, row_offsets, outputs, probs_dtype = args[1], args[2], args[22], args[24]
     rows, cols = logits.shape[0], logits.shape[1]
     R = rows if row_offsets is None else row_offsets.shape[0] - 1
     res = []
@@ -120,6 +108,11 @@ def _sample_fake(sampler_id: int, logits: Tensor, row_offsets: Optional[Tensor],
             res.append(logits.new_empty((R if name == "request_status" else rows,),
                                         dtype=_OUT_DTYPES[i]))
     return res
+
+
+@torch.library.register_fake("dds::sample_out")
+def _sample_out_fake(*args: Any) -> None:
+    return None
 
 
 def _tensor(v: Any, dtype: torch.dtype, device: Any) -> Optional[Tensor]:
@@ -179,6 +172,11 @@ def traced_sample(s: Any, logits: Any, row_offsets: Any, positions: Any, uncond_
     k, ks = _param(top_k, "top_k", 0, torch.int32, dev)
     p, ps = _param(top_p, "top_p", 1.0, torch.float32, dev)
     m, ms = _param(min_p, "min_p", 0.0, torch.float32, dev)
+    if isinstance(seed, (list, tuple)):  # uint64 values: the same bits as int64
+        for v in seed:
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _U64:
+                raise ValueError(f"seed: values must be integers in [0, {_U64 - 1}]; got {v!r}")
+        seed = [v - _U64 if v >= 2 ** 63 else v for v in seed]
     sd, sds = _param(seed, "seed", 0, torch.int64, dev)
     st, sts = _param(step, "step", 0, torch.int32, dev)
     if sds is None:
@@ -186,18 +184,34 @@ def traced_sample(s: Any, logits: Any, row_offsets: Any, positions: Any, uncond_
             raise ValueError(f"seed: {sd} is outside [0, {_U64 - 1}]")
         if sd >= 2 ** 63:
             sd = sd - _U64  # the same 64 bits as int64
-    lst = torch.ops.dds.sample(
-        s._op_id, logits, _tensor(row_offsets, torch.int32, dev),
-        _tensor(positions, torch.int32, dev), uncond_logits,
-        _tensor(uncond_row_offsets, torch.int32, dev), g, gs, t, ts, k, ks, p, ps, m, ms, sd,
-        sds, st, sts, -1 if banned_token is None else banned_token, stats, mask,
-        None if dtype is None else str(dtype), probs_dtype, *given)
+    head = (s._op_id, logits, _tensor(row_offsets, torch.int32, dev),
+            _tensor(positions, torch.int32, dev), uncond_logits,
+            _tensor(uncond_row_offsets, torch.int32, dev), g, gs, t, ts, k, ks, p, ps, m, ms,
+            sd, sds, st, sts, -1 if banned_token is None else banned_token, stats)
+    dt = None if dtype is None else str(dtype)
+    if all(o is None for o in given):
+        lst = torch.ops.dds.sample(*head, mask, dt, probs_dtype)
+        res = [None] * len(SAMPLE_OUTPUTS)
+        j = 0
+        for i in range(len(SAMPLE_OUTPUTS)):
+            if mask >> i & 1:
+                res[i] = lst[j]
+                j += 1
+        return _sampler.SampleResult(*res)
+    # out_* given: the outputs asked for and not given are allocated here, then all written in
+    # place by one dds::sample_out.
+    rows = logits.shape[0]
+    R = rows if row_offsets is None else len(row_offsets) - 1
     res = list(given)
-    j = 0
-    for i in range(len(SAMPLE_OUTPUTS)):
+    for i, n in enumerate(SAMPLE_OUTPUTS):
         if mask >> i & 1:
-            res[i] = lst[j]
-            j += 1
+            if n == "probs":
+                res[i] = logits.new_empty((rows, logits.shape[1]),
+                                          dtype=probs_dtype or torch.float32)
+            else:
+                res[i] = logits.new_empty((R if n == "request_status" else rows,),
+                                          dtype=_OUT_DTYPES[i])
+    torch.ops.dds.sample_out(*head, 0, dt, probs_dtype, *res)
     return _sampler.SampleResult(*res)
 
 
