@@ -11,7 +11,8 @@ for the simplest op).
 
 cpu backend: numpy float32 and, when torch is importable, torch CPU tensors; 1 x 8 (the C work
 is tiny, so the time is the Python layer's), 8 x 1025 and 8 x 32000. Times are the median of
-`--repeats` runs of `--iters` calls, in microseconds per call.
+`--repeats` runs of `--iters` calls, in microseconds per call, of the process's CPU time
+(time.process_time: a loaded machine's waits are not counted).
 
 cuda backend: torch CUDA tensors, bf16 and f32, 8 x 1025 and 8 x 32000, on the current stream.
 "host" is the time to queue a call (the loop of --iters calls, no synchronisation inside; the
@@ -34,23 +35,29 @@ import dds
 OUTS = ("tokens", "confidence", "entropy")
 
 
-def _timeit(fn, iters, repeats, sync=None):
-    """(host us/call, wall us/call): medians over `repeats` loops of `iters` calls."""
-    for _ in range(max(3, iters // 20)):
+def _timeit(fn, iters, repeats, sync=None, clock=time.perf_counter):
+    """(host us/call, wall us/call): medians over `repeats` loops of up to `iters` calls (fewer
+    when one call is slow: a loop lasts about 0.2 s), timed with `clock`."""
+    for _ in range(3):
         fn()
     if sync:
         sync()
+    t0 = clock()
+    fn()
+    if sync:
+        sync()
+    n = max(10, min(iters, int(0.2 / max(clock() - t0, 1e-7))))
     host, wall = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
+        t0 = clock()
+        for _ in range(n):
             fn()
-        t1 = time.perf_counter()
+        t1 = clock()
         if sync:
             sync()
-        t2 = time.perf_counter()
-        host.append((t1 - t0) / iters * 1e6)
-        wall.append((t2 - t0) / iters * 1e6)
+        t2 = clock()
+        host.append((t1 - t0) / n * 1e6)
+        wall.append((t2 - t0) / n * 1e6)
     return statistics.median(host), statistics.median(wall)
 
 
@@ -74,17 +81,19 @@ def _raw_call(s, logits, outs, stream):
     return lambda: dds._dds.dds_sample(h, a, c_stream)
 
 
-def run_case(s, logits, lib, iters, repeats, device=None, sync=None, stream=None):
+def run_case(s, logits, lib, iters, repeats, device=None, sync=None, stream=None,
+             clock=time.perf_counter):
     rows = logits.shape[0]
     outs = _outs(lib, rows, device)
     row = {}
-    row["into_out"] = _timeit(lambda: s.sample(logits, **outs), iters, repeats, sync)
-    row["allocating"] = _timeit(lambda: s.sample(logits, outputs=OUTS), iters, repeats, sync)
-    row["raw_swig"] = _timeit(_raw_call(s, logits, outs, stream), iters, repeats, sync)
+    t = lambda fn: _timeit(fn, iters, repeats, sync, clock)  # noqa: E731
+    row["into_out"] = t(lambda: s.sample(logits, **outs))
+    row["allocating"] = t(lambda: s.sample(logits, outputs=OUTS))
+    row["raw_swig"] = t(_raw_call(s, logits, outs, stream))
     if lib == "torch":
         import torch
 
-        row["torch_argmax"] = _timeit(lambda: torch.argmax(logits, dim=-1), iters, repeats, sync)
+        row["torch_argmax"] = t(lambda: torch.argmax(logits, dim=-1))
     return row
 
 
@@ -93,6 +102,7 @@ def main() -> int:
     ap.add_argument("--backend", default="auto", choices=("cpu", "cuda", "auto"))
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--shapes", help="rows x vocab list, e.g. 1x8,8x1025 (default: per backend)")
     ap.add_argument("--json", help="write the results to this file as JSON")
     args = ap.parse_args()
 
@@ -120,6 +130,8 @@ def main() -> int:
         dtypes = [("f32", None)]
         libs = [("numpy", None)] + ([("torch", None)] if torch is not None else [])
 
+    if args.shapes:
+        shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shapes.split(",")]
     print(f"dds {dds.__version__}, backend {backend}, python {results['python']}, "
           f"numpy {np.__version__}, torch {results['torch']}"
           + (f", {results['device']}" if backend == "cuda" else ""))
@@ -141,7 +153,8 @@ def main() -> int:
                 else:
                     logits = x if lib == "numpy" else torch.from_numpy(x)
                     s = dds.Sampler(vocab_size=V, max_rows=rows)
-                    row = run_case(s, logits, lib, args.iters, args.repeats)
+                    row = run_case(s, logits, lib, args.iters, args.repeats,
+                                   clock=time.process_time)
                 s.close()
                 cells = []
                 for k in ("into_out", "allocating", "raw_swig", "torch_argmax"):
