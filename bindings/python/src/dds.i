@@ -166,6 +166,8 @@ static int dds_py_as_ptr(PyObject* o, void** out) {
     return a;
   }
   ~dds_sample_args() { free($self); }
+  /* Back to the defaults of dds_sample_args_init: Sampler.sample reuses one struct. */
+  void reset() { dds_sample_args_init($self, sizeof(dds_sample_args)); }
 }
 %extend dds_stash_args {
   dds_stash_args() {

@@ -172,16 +172,36 @@ def test_bad_stash_arguments(s, x, kw, exc, name):
         s.stash_logprobs(x, **kw)
 
 
-def test_sample_and_sample_args_signatures_agree():
-    """Sampler.sample forwards its keywords to Sampler._sample_args as they are: the two
-    keyword lists (names, order, defaults) must stay identical."""
+def test_one_sample_signature():
+    """sample()'s keyword list lives in its signature only: the shard path fills its defaults
+    from it, and an unknown keyword is a TypeError naming it."""
     import inspect
 
-    def keywords(f, skip):
-        return [(p.name, p.default) for p in inspect.signature(f).parameters.values()
-                if p.name not in skip]
+    from dds._sampler import SAMPLE_DEFAULTS, sample_keywords
 
-    pub = keywords(dds.Sampler.sample, {"self", "logits"})
-    priv = keywords(dds.Sampler._sample_args, {"self", "shard_cols", "logits"})
-    assert pub == priv
-    assert len(pub) >= 25
+    sig = [(p.name, p.default) for p in inspect.signature(dds.Sampler.sample).parameters.values()
+           if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert list(SAMPLE_DEFAULTS.items()) == sig
+    assert len(sig) >= 25
+    assert sample_keywords({"temperature": 0.5})["temperature"] == 0.5
+    with pytest.raises(TypeError, match="temprature"):
+        sample_keywords({"temprature": 0.5})
+    with dds.Sampler(vocab_size=V) as s:
+        with pytest.raises(TypeError, match="temprature"):
+            s.shard_call(np.zeros((2, V), np.float32), temprature=0.5)
+
+
+def test_sample_reuses_its_args_struct():
+    """Values of one call do not leak into the next (the reused struct is reset per call)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, V)).astype(np.float32)
+    with dds.Sampler(vocab_size=V) as s, dds.Sampler(vocab_size=V) as fresh:
+        s.sample(x, temperature=[0.0, 0.5, 2.0, 0.0], top_k=3, top_p=0.5, min_p=0.2, seed=9,
+                 step=4, banned_token=2, stats="guided", positions=[3, 2, 1, 0],
+                 outputs=("tokens", "probs", "entropy"))
+        for kw in (dict(seed=5), dict(seed=5, temperature=0.7), dict(seed=[1, 2, 3, 4])):
+            a = s.sample(x, outputs=("tokens", "entropy", "logprobs"), **kw)
+            b = fresh.sample(x, outputs=("tokens", "entropy", "logprobs"), **kw)
+            assert a.probs is None and b.probs is None
+            for f in ("tokens", "entropy", "logprobs"):
+                np.testing.assert_array_equal(getattr(a, f), getattr(b, f))

@@ -8,7 +8,9 @@
 The raw SWIG module is dds._dds (every C function, pointers as integers).
 """
 
-from . import _dds
+import sys
+
+from . import _dds, _sampler
 from ._dds import ArgumentError, Error
 from ._sampler import (RevealResult, SampleResult, Sampler, StashResult, VerifyResult,
                        has_cuda)
@@ -42,3 +44,6 @@ __all__ = [
     "REQ_BAD_UNCOND_ROWS", "REQ_EMPTY_ROW", "REQ_BAD_SLOT", "REQ_BAD_POLICY", "REQ_BAD_POSITION",
     "REQ_TOO_MANY_ROWS",
 ]
+
+if "torch" in sys.modules:  # torch first, then dds: torch.ops.dds.* exist from now on
+    _sampler.enable_torch()

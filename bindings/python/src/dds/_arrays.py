@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import numbers
 import sys
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -67,17 +66,20 @@ def dtype_name(dtype: Any) -> str:
     return _DTYPE_ALIASES[key]
 
 
-@dataclass
 class ArrayInfo:
-    """What dds reads from an array."""
+    """What dds reads from an array (a slotted class: one is made per array per call)."""
 
-    ptr: int
-    shape: Tuple[int, ...]
-    strides: Tuple[int, ...]  # in elements
-    dtype: str  # canonical name: float32, bfloat16, int32, uint64, ... or the library's own
-    device: Optional[int]  # None: host memory; >= 0: CUDA ordinal; -1: CUDA, ordinal unknown
-    lib: str  # "numpy" | "torch" | "cupy" | "cuda" (other __cuda_array_interface__)
-    obj: Any  # the array (kept alive by the caller while the call runs)
+    __slots__ = ("ptr", "shape", "strides", "dtype", "device", "lib", "obj")
+
+    def __init__(self, ptr: int, shape: Tuple[int, ...], strides: Tuple[int, ...], dtype: str,
+                 device: Optional[int], lib: str, obj: Any) -> None:
+        self.ptr = ptr
+        self.shape = shape
+        self.strides = strides  # in elements
+        self.dtype = dtype  # canonical name: float32, bfloat16, int32, uint64, ... or the lib's own
+        self.device = device  # None: host memory; >= 0: CUDA ordinal; -1: CUDA, ordinal unknown
+        self.lib = lib  # "numpy" | "torch" | "cupy" | "cuda" (other __cuda_array_interface__)
+        self.obj = obj  # the array (kept alive by the caller while the call runs)
 
     @property
     def on_host(self) -> bool:
@@ -91,30 +93,57 @@ class ArrayInfo:
             "a CUDA device" if self.device < 0 else f"CUDA device {self.device}")
 
 
+# torch.Tensor and torch dtype -> name, filled when torch is first seen (never imported here).
+_TORCH_TENSOR: Any = None
+_TORCH_DTYPES: Dict[Any, str] = {}
+
+
+def torch_tensor_type() -> Any:
+    """torch.Tensor if torch is loaded (None otherwise); caches the dtype names on first use."""
+    global _TORCH_TENSOR
+    if _TORCH_TENSOR is None:
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "Tensor"):
+            return None
+        for name in ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32",
+                     "int64", "uint8", "uint16", "uint32", "uint64", "bool"):
+            dt = getattr(torch, name, None)
+            if dt is not None:
+                _TORCH_DTYPES[dt] = name
+        _TORCH_TENSOR = torch.Tensor
+    return _TORCH_TENSOR
+
+
 def _is_torch_tensor(obj: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor)
+    t = _TORCH_TENSOR if _TORCH_TENSOR is not None else torch_tensor_type()
+    return t is not None and isinstance(obj, t)
 
 
 def _torch_dtype_name(dt: Any) -> str:
-    return str(dt).replace("torch.", "")
+    name = _TORCH_DTYPES.get(dt)
+    return name if name is not None else str(dt).replace("torch.", "")
+
+
+def _describe_torch(obj: Any, name: str) -> ArrayInfo:
+    if obj.is_cuda:
+        device: Optional[int] = obj.get_device()
+    elif obj.is_cpu:
+        device = HOST
+    else:
+        raise TypeError(f"{name}: torch tensor on device '{obj.device}' is not supported "
+                        "(dds takes CPU tensors on the cpu backend, CUDA tensors on cuda)")
+    return ArrayInfo(obj.data_ptr(), tuple(obj.shape), obj.stride(),
+                     _torch_dtype_name(obj.dtype), device, "torch", obj)
 
 
 def describe(obj: Any, name: str) -> Optional[ArrayInfo]:
     """ArrayInfo of an array object, or None if `obj` is not an array this module knows."""
-    if isinstance(obj, np.ndarray):
+    if type(obj) is np.ndarray:
         return _describe_numpy(obj, name)
     if _is_torch_tensor(obj):
-        dev = obj.device
-        if dev.type == "cuda":
-            device: Optional[int] = dev.index if dev.index is not None else -1
-        elif dev.type == "cpu":
-            device = HOST
-        else:
-            raise TypeError(f"{name}: torch tensor on device '{dev}' is not supported "
-                            "(dds takes CPU tensors on the cpu backend, CUDA tensors on cuda)")
-        return ArrayInfo(int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()),
-                         _torch_dtype_name(obj.dtype), device, "torch", obj)
+        return _describe_torch(obj, name)
+    if isinstance(obj, np.ndarray):
+        return _describe_numpy(obj, name)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return _describe_cai(obj, cai, name)
@@ -158,13 +187,21 @@ def _np_address(a: np.ndarray) -> int:
 
 
 def _describe_numpy(a: np.ndarray, name: str) -> ArrayInfo:
-    item = a.dtype.itemsize
-    strides = a.strides
-    if item > 1 and any(s % item for s in strides):
-        raise ValueError(f"{name}: strides {strides} bytes are not a multiple of the element "
+    dt = a.dtype
+    item = dt.itemsize
+    bs = a.strides
+    if len(bs) == 1:
+        st: Tuple[int, ...] = (bs[0] // item,)
+        bad = st[0] * item != bs[0]
+    else:
+        st = tuple([s // item for s in bs])
+        bad = item > 1 and any(s * item != b for s, b in zip(st, bs))
+    if bad:
+        raise ValueError(f"{name}: strides {bs} bytes are not a multiple of the element "
                          f"size {item}")
-    return ArrayInfo(_np_address(a), a.shape, tuple(s // item for s in strides),
-                     _np_name(a.dtype), HOST, "numpy", a)
+    nm = _NP_NAMES.get(dt)
+    return ArrayInfo(_np_address(a), a.shape, st, nm if nm is not None else _np_name(dt), HOST,
+                     "numpy", a)
 
 
 def _describe_cai(obj: Any, cai: Dict[str, Any], name: str) -> ArrayInfo:
@@ -264,12 +301,18 @@ class CallContext:
             import torch
 
             tdt = getattr(torch, dtype)
-            dev = torch.device("cuda", self.device) if self.backend == "cuda" else "cpu"
-            with (self._torch_stream_ctx() if self.backend == "cuda"
-                  else contextlib.nullcontext()):
-                if fill is None:
-                    return torch.empty(shape, dtype=tdt, device=dev)
-                return torch.full(shape, fill, dtype=tdt, device=dev)
+            if self.backend == "cuda":
+                dev: Any = torch.device("cuda", self.device)
+                if self.stream_given:
+                    with self._torch_stream_ctx():
+                        if fill is None:
+                            return torch.empty(shape, dtype=tdt, device=dev)
+                        return torch.full(shape, fill, dtype=tdt, device=dev)
+            else:
+                dev = "cpu"
+            if fill is None:
+                return torch.empty(shape, dtype=tdt, device=dev)
+            return torch.full(shape, fill, dtype=tdt, device=dev)
         if self.lib == "cupy":
             import cupy
 
@@ -334,6 +377,9 @@ def resolve_stream(stream: Any, lib: str, device: int) -> Tuple[int, bool]:
     if lib == "torch":
         import torch
 
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # no Stream object made
+        if raw is not None:
+            return raw(device), False
         return int(torch.cuda.current_stream(device).cuda_stream), False
     if lib == "cupy":
         import cupy
@@ -523,6 +569,27 @@ def out_vector(value: Any, name: str, ctx: CallContext, dtype: str, length: int,
         raise ValueError(f"{name}: must be contiguous (stride 1), got stride {info.strides[0]}")
     _check_writable(info, name)
     return info
+
+
+_NP_DTYPES = {n: np.dtype(n) for n in ("int32", "float32", "uint8")}
+
+
+def out_vector_ptr(value: Any, name: str, ctx: CallContext, dtype: str, length: int) -> int:
+    """out_vector(...).ptr, with a fast path for the usual case (a writable contiguous numpy
+    array or torch tensor of the right dtype, length and memory); anything else takes
+    out_vector's checks, which raise naming `name`."""
+    t = type(value)
+    if t is np.ndarray:
+        if (ctx.backend == "cpu" and value.dtype is _NP_DTYPES.get(dtype) and
+                value.shape == (length,) and (length <= 1 or value.strides[0] ==
+                                              value.itemsize) and value.flags.writeable):
+            return _address(value)
+    elif t is _TORCH_TENSOR:
+        if (_TORCH_DTYPES.get(value.dtype) == dtype and value.shape == (length,) and
+                (length <= 1 or value.stride(0) == 1) and
+                ((value.get_device() == ctx.device) if ctx.backend == "cuda" else value.is_cpu)):
+            return value.data_ptr()
+    return out_vector(value, name, ctx, dtype, length).ptr
 
 
 def out_block(value: Any, name: str, ctx: CallContext, dtype: str, count: int) -> ArrayInfo:

@@ -69,6 +69,7 @@ class dds_sample_args(_Struct):
     probs_row_stride: int
     request_status: int
     def __init__(self) -> None: ...
+    def reset(self) -> None: ...  # back to the dds_sample_args_init defaults
 
 class dds_stash_args(_Struct):
     num_rows: int
@@ -141,6 +142,7 @@ def dds_stash_logprobs(sampler: _SamplerHandle, args: dds_stash_args,
 def dds_reveal(sampler: _SamplerHandle, args: dds_reveal_args, stream: Optional[int]) -> None: ...
 def dds_verify_drafts(sampler: _SamplerHandle, args: dds_verify_args,
                       stream: Optional[int]) -> None: ...
+def dds_py_address(obj: Any) -> int: ...  # first element of a buffer-protocol object
 def dds_py_sizeof_sampler_config() -> int: ...
 def dds_py_sizeof_sample_args() -> int: ...
 def dds_py_sizeof_stash_args() -> int: ...
@@ -189,6 +191,13 @@ DDS_REQ_BAD_MIN_P: int
 DDS_REQ_BAD_UNCOND_ROWS: int
 DDS_REQ_EMPTY_ROW: int
 DDS_REQ_BAD_SLOT: int
+DDS_REQ_BAD_POLICY: int
+DDS_REQ_BAD_POSITION: int
+DDS_REQ_TOO_MANY_ROWS: int
+DDS_REVEAL_TOP_N: int
+DDS_REVEAL_THRESHOLD: int
+DDS_REVEAL_FACTOR: int
+DDS_REVEAL_RANDOM: int
 DDS_SHARD_MAX_TOP_K: int
 DDS_SHARD_MAX_WORLD_SIZE: int
 DDS_SHARD_MAX_ROUNDS: int

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 import sys
+import inspect
+import itertools
 import threading
-from typing import (TYPE_CHECKING, Any, Iterable, NamedTuple, Optional, Sequence, Tuple,
+import weakref
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple,
                     Union)
 
 import numpy as np
@@ -18,7 +20,6 @@ from ._arrays import (
     alloc_lib_for,
     check_device,
     describe,
-    dtype_name,
     host_convert,
     is_host_sequence,
     is_scalar,
@@ -28,6 +29,11 @@ from ._arrays import (
     resolve_stream,
     vector,
 )
+# Re-exported: the result types and names of every call live here for dds/__init__.py.
+from ._decode import (REVEAL_OUTPUTS, REVEAL_POLICIES, VERIFY_OUTPUTS,  # noqa: F401
+                      DecodeCalls, RevealResult, VerifyResult)
+from ._sample import (LOGIT_DTYPES, SAMPLE_OUTPUTS, build_sample_args,  # noqa: F401
+                      check_float, check_int, result_tuple)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._shard import ShardCall, ShardPlan
@@ -35,11 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover
 ArrayLike = Any  # numpy.ndarray | torch.Tensor | cupy.ndarray | list (small arrays only)
 Scalar = Union[int, float]
 
-SAMPLE_OUTPUTS = ("tokens", "logprobs", "argmax", "confidence", "margin", "entropy", "probs",
-                  "request_status")
 STASH_OUTPUTS = ("token_ids", "logprobs", "ranks", "request_status")
 
-_LOGIT_DTYPES = ("float32", "bfloat16", "float16")
+_LOGIT_DTYPES = LOGIT_DTYPES
 
 
 class SampleResult(NamedTuple):
@@ -65,53 +69,52 @@ class StashResult(NamedTuple):
     request_status: Any = None  # [num_requests] int32
 
 
-class RevealResult(NamedTuple):
-    """Outputs of Sampler.reveal."""
-
-    reveal: Any = None  # [num_rows] uint8: 1 = revealed
-    num_revealed: Any = None  # [num_requests] int32
-    finished: Any = None  # [num_requests] int32 (EOS rule)
-    request_status: Any = None  # [num_requests] int32
-
-
-class VerifyResult(NamedTuple):
-    """Outputs of Sampler.verify_drafts."""
-
-    accepted_counts: Any = None  # [num_requests] int32
-    tokens: Any = None  # [num_requests, num_drafts + 1] int32, padded with -1
-    logprobs: Any = None  # [num_requests, num_drafts + 1] float32, padded with -inf
-    request_status: Any = None  # [num_requests] int32
-
-
-REVEAL_OUTPUTS = ("reveal", "num_revealed", "finished", "request_status")
-VERIFY_OUTPUTS = ("accepted_counts", "tokens", "logprobs", "request_status")
-REVEAL_POLICIES = {"top_n": 0, "threshold": 1, "factor": 2, "random": 3}
-
 _BACKENDS = {"cpu": _dds.DDS_BACKEND_CPU, "cuda": _dds.DDS_BACKEND_CUDA}
-_STATS = {"processed": _dds.DDS_STATS_PROCESSED, "guided": _dds.DDS_STATS_GUIDED}
 
 
 _FAST_SCALARS = (int, float)
 
+# torch.compiler.is_compiling once torch is loaded and dds's custom ops are registered
+# (enable_torch); None before. Read by Sampler.sample on every call.
+_torch_compiling: Any = None
+_torch_traced_sample: Any = None  # dds._torch_ops.traced_sample, set with _torch_compiling
+_IDS = itertools.count(1)
+_LIVE: Dict[int, Any] = {}  # sampler id -> weakref (for the torch custom ops)
+
+
+def enable_torch() -> None:
+    """Registers the torch custom ops (torch.ops.dds.*) and routes Sampler.sample through them
+    while torch.compile traces. Done at `import dds` when torch is already imported, and at
+    Sampler creation otherwise."""
+    global _torch_compiling
+    if _torch_compiling is None:
+        from . import _torch_ops
+
+        _torch_compiling = _torch_ops.register()
+
+
+def sampler_by_id(op_id: int) -> "Sampler":
+    """The live Sampler of a custom op's sampler id."""
+    ref = _LIVE.get(op_id)
+    s = ref() if ref is not None else None
+    if s is None:
+        raise _dds.Error(f"dds: sampler id {op_id} is closed or was never created")
+    return s
+
 
 def has_cuda() -> bool:
-    """True if this build of libdds has the CUDA backend (a device may still be missing)."""
+    """Whether this build of libdds has the CUDA backend.
+
+    Returns
+    -------
+    bool
+        True if the CUDA backend was compiled in (a device may still be missing).
+    """
     return bool(_dds.dds_has_cuda())
 
 
-def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    v = int(value)
-    if v < lo or v > hi:
-        raise ValueError(f"{name}: {v} is outside [{lo}, {hi}]")
-    return v
-
-
-def _check_float(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
-    return float(value)
+_check_int = check_int
+_check_float = check_float
 
 
 def _scalar_value(value: Any) -> Any:
@@ -120,7 +123,7 @@ def _scalar_value(value: Any) -> Any:
     return value
 
 
-class Sampler:
+class Sampler(DecodeCalls):
     """A dds sampler: scratch space sized at creation for `vocab_size` columns and the given
     capacities, on the CPU backend (numpy / CPU tensors, synchronous) or the CUDA backend
     (CUDA tensors / CuPy arrays, queued on the current stream).
@@ -154,7 +157,13 @@ class Sampler:
         cfg.flags = _dds.DDS_FLAG_DEBUG_CHECKS if self.debug else 0
         cfg.num_threads = self.num_threads
         self._lock = threading.Lock()
+        self._sargs = _dds.dds_sample_args()  # reused by sample(), reset per call
         self._handle = _dds.dds_create(cfg)
+        # The id torch custom ops name this sampler by (dds._torch_ops; torch.compile).
+        self._op_id: int = next(_IDS)
+        _LIVE[self._op_id] = weakref.ref(self)
+        if _torch_compiling is None and "torch" in sys.modules:
+            enable_torch()
 
     # -- lifetime -------------------------------------------------------------------------------
     @property
@@ -162,9 +171,16 @@ class Sampler:
         return self._handle is None
 
     def close(self) -> None:
-        """Destroys the sampler (idempotent). On the CUDA backend the sampler's device is
-        synchronised first (through torch or CuPy when loaded), since work queued with this
-        sampler must have finished before its scratch space is freed."""
+        """Destroys the sampler (idempotent).
+
+        On the CUDA backend the sampler's device is synchronised first (through torch or CuPy
+        when loaded), since work queued with this sampler must have finished before its
+        scratch space is freed.
+
+        Returns
+        -------
+        None
+        """
         lock = getattr(self, "_lock", None)
         if lock is None or self._handle is None:
             return
@@ -175,6 +191,7 @@ class Sampler:
             if self.backend == "cuda":
                 _synchronize(self.device)
             _dds.dds_destroy(h)
+            _LIVE.pop(getattr(self, "_op_id", 0), None)
 
     def __enter__(self) -> "Sampler":
         self._live()
@@ -290,183 +307,87 @@ class Sampler:
                out_probs: Optional[ArrayLike] = None,
                out_request_status: Optional[ArrayLike] = None,
                stream: Any = None) -> SampleResult:
-        """One sampling step over every row of `logits` ([num_rows, vocab_size], f32 / bf16 /
-        f16, rows may be strided, columns contiguous). See dds.h / docs/sampling.md.
+        """One sampling step over every row of `logits` (dds_sample; docs/sampling.md).
 
-        Rows of several requests are packed: request r owns rows row_offsets[r] ..
-        row_offsets[r+1]-1 (None: one row per request). Per-request parameters are Python
-        scalars (one value for all requests) or arrays of num_requests values (float32 for
-        guidance_scale / temperature / top_p / min_p, int32 top_k, uint64 seed, uint32 step);
-        host lists / numpy arrays are converted (and copied to the device on cuda), device
-        arrays must have the exact dtype (graph capture: pass device arrays).
+        Parameters
+        ----------
+        logits : array [num_rows, vocab_size]
+            float32, bfloat16 or float16; columns contiguous, any row stride. numpy / CPU
+            tensors on the cpu backend, CUDA tensors / CuPy arrays on cuda.
+        row_offsets : array of num_requests + 1 int32, optional
+            Request r owns rows row_offsets[r] .. row_offsets[r+1] - 1. None: one row per
+            request.
+        positions : array of num_rows int32, optional
+            Canvas position of each row (keys the random numbers). None: the row's index in
+            its request.
+        uncond_logits : array [uncond_rows, vocab_size], optional
+            Unconditional rows for classifier-free guidance (same dtype as `logits`).
+        uncond_row_offsets : array of num_requests int32, optional
+            First uncond row of each request, or -1 (unguided). None: `uncond_logits` mirrors
+            the rows of `logits`.
+        guidance_scale, temperature, top_k, top_p, min_p, seed, step : scalar or array
+            Per-request values: one Python scalar for every request, or an array of
+            num_requests values (float32; top_k int32; seed uint64 or int64; step uint32 or
+            int32). Host arrays are converted with range checks (copied to the device on
+            cuda); device arrays must have the dtype already. temperature 0 is greedy.
+        banned_token : int, optional
+            A token never sampled nor counted (the mask token); -1 or None for none.
+        stats : {"processed", "guided"}
+            Distribution of the statistics: after temperature and filters, or after guidance
+            only.
+        outputs : iterable of str
+            Outputs to allocate: tokens, logprobs, argmax, confidence, margin, entropy, probs,
+            request_status.
+        dtype : str or dtype, optional
+            The logits' dtype when the array holds raw 16-bit words ("bfloat16", "float16").
+        probs_dtype : str or dtype, optional
+            dtype of the `probs` output (default float32).
+        out_tokens, out_logprobs, out_argmax, out_confidence, out_margin, out_entropy, out_probs, out_request_status : array, optional
+            Arrays written in place (and returned as given) instead of allocated ones.
+        stream : int, torch.cuda.Stream or cupy.cuda.Stream, optional
+            CUDA stream of the call; None: the current stream of the logits' library. Must be
+            None on the cpu backend.
 
-        `outputs` names the outputs to allocate (tokens, logprobs, argmax, confidence, margin,
-        entropy, probs, request_status); an out_* array given is written in place and
-        returned. The result is a SampleResult with None for outputs not asked for.
+        Returns
+        -------
+        SampleResult
+            The outputs (arrays of the logits' library on its device); None for an output not
+            asked for.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A bad argument, named in the message, before anything runs.
+        dds.ArgumentError, dds.Error
+            The library rejected the call (message: dds_last_error()).
         """
-        # Every keyword as given (the keyword list and defaults of _sample_args are the same:
-        # tests/test_args.py checks that the two signatures agree).
-        kw = dict(locals())
-        del kw["self"], kw["logits"]
-        h = self._live()
-        a, res, ctx = self._sample_args(None, logits, **kw)
+        if _torch_compiling is not None and _torch_compiling():
+            return _torch_traced_sample(
+                self, logits, row_offsets, positions, uncond_logits, uncond_row_offsets,
+                guidance_scale, temperature, top_k, top_p, min_p, seed, step, banned_token,
+                stats, outputs, dtype, probs_dtype, out_tokens, out_logprobs, out_argmax,
+                out_confidence, out_margin, out_entropy, out_probs, out_request_status, stream)
+        return self._sample_kw(logits, locals())
+
+    def _sample_kw(self, logits: ArrayLike, kw: Dict[str, Any]) -> SampleResult:
+        """sample() with its keywords as a dict holding every keyword (its locals())."""
         with self._lock:
-            if self._handle is None:
+            h = self._handle
+            if h is None:
                 raise _dds.Error("dds.Sampler: the sampler is closed")
+            a = self._sargs
+            a.reset()
+            res, ctx = build_sample_args(self, None, logits, kw, a)
             _dds.dds_sample(h, a, ctx.stream)
-        ctx.keep.clear()
-        return SampleResult(**res)
+        return tuple.__new__(SampleResult, result_tuple(res))
 
-    def _sample_args(self, shard_cols: Optional[int], logits: ArrayLike, *,
-               row_offsets: Optional[ArrayLike] = None,
-               positions: Optional[ArrayLike] = None,
-               uncond_logits: Optional[ArrayLike] = None,
-               uncond_row_offsets: Optional[ArrayLike] = None,
-               guidance_scale: Union[Scalar, ArrayLike] = 0.0,
-               temperature: Union[Scalar, ArrayLike] = 1.0,
-               top_k: Union[int, ArrayLike] = 0,
-               top_p: Union[Scalar, ArrayLike] = 1.0,
-               min_p: Union[Scalar, ArrayLike] = 0.0,
-               seed: Union[int, ArrayLike] = 0,
-               step: Union[int, ArrayLike] = 0,
-               banned_token: Optional[int] = -1,
-               stats: Union[str, int] = "processed",
-               outputs: Iterable[str] = ("tokens",),
-               dtype: Any = None,
-               probs_dtype: Any = None,
-               out_tokens: Optional[ArrayLike] = None,
-               out_logprobs: Optional[ArrayLike] = None,
-               out_argmax: Optional[ArrayLike] = None,
-               out_confidence: Optional[ArrayLike] = None,
-               out_margin: Optional[ArrayLike] = None,
-               out_entropy: Optional[ArrayLike] = None,
-               out_probs: Optional[ArrayLike] = None,
-               out_request_status: Optional[ArrayLike] = None,
-               stream: Any = None) -> Tuple[Any, dict, CallContext]:
-        """dds_sample_args of a sample call (and its outputs, allocated): the whole row
-        (shard_cols None) or a vocabulary slice of shard_cols columns (dds_shard.h)."""
-        linfo = describe(logits, "logits")
-        if linfo is None:
-            raise TypeError(f"logits: expected a 2-D array (numpy on the cpu backend, torch / "
-                            f"CuPy on cuda), got {type(logits).__name__}")
-        ctx = self._context(linfo, stream)
-        cols = self.vocab_size if shard_cols is None else shard_cols
-        what = None if shard_cols is None else "vocab_slice"
-        linfo, ldt, row_stride = matrix(logits, "logits", ctx, cols, _LOGIT_DTYPES,
-                                        dtype, info=linfo, cols_what=what)
-        num_rows = linfo.shape[0]
-        if num_rows > self.max_rows:
-            raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
-                             f"({self.max_rows})")
+    def _sample_args(self, shard_cols: Optional[int], logits: ArrayLike,
+                     kwargs: Dict[str, Any]) -> Tuple[Any, dict, CallContext]:
+        """A new dds_sample_args for `logits` and sample()'s keywords `kwargs` (defaults filled
+        in), for the whole row (shard_cols None) or a vocabulary slice of shard_cols columns;
+        returns (args, outputs by name, call context)."""
         a = _dds.dds_sample_args()
-        a.num_rows = num_rows
-        a.logits = linfo.ptr
-        a.dtype = DTYPE_CODES[ldt]
-        a.row_stride = row_stride
-
-        ptr, num_requests, host_offsets = self._row_offsets(row_offsets, num_rows, ctx)
-        a.row_offsets = ptr
-        if num_rows and num_requests > self.max_requests:
-            raise ValueError(f"row_offsets: {num_requests} requests exceed the sampler's "
-                             f"max_requests ({self.max_requests})")
-        a.num_requests = max(num_requests, 1)
-        R = num_requests
-        if positions is not None:
-            a.positions = vector(positions, "positions", ctx, "int32", num_rows)[0]
-
-        if uncond_logits is not None:
-            uinfo, udt, ustride = matrix(uncond_logits, "uncond_logits", ctx, cols,
-                                         _LOGIT_DTYPES, dtype, cols_what=what)
-            if udt != ldt:
-                raise TypeError(f"uncond_logits: dtype {udt} differs from logits' {ldt} "
-                                "(one dtype for both)")
-            a.uncond_logits = uinfo.ptr
-            a.uncond_row_stride = ustride
-            a.uncond_num_rows = uinfo.shape[0]
-            if uncond_row_offsets is not None:
-                a.uncond_row_offsets = vector(uncond_row_offsets, "uncond_row_offsets", ctx,
-                                              "int32", R)[0]
-            elif uinfo.shape[0] < num_rows:
-                raise ValueError(f"uncond_logits: has {uinfo.shape[0]} rows; without "
-                                 f"uncond_row_offsets it must mirror the {num_rows} logits rows")
-        elif uncond_row_offsets is not None:
-            raise ValueError("uncond_row_offsets: given without uncond_logits")
-
-        self._request_param(a, guidance_scale, "guidance_scale", "guidance_scales",
-                            "guidance_scale", "float32", ctx, R, _check_float, default=0.0)
-        self._request_param(a, temperature, "temperature", "temperatures", "temperature",
-                            "float32", ctx, R, _check_float, default=1.0)
-        self._request_param(a, top_k, "top_k", "top_ks", "top_k", "int32", ctx, R,
-                            lambda v, n: _check_int(v, n, -(2 ** 31), 2 ** 31 - 1), default=0)
-        self._request_param(a, top_p, "top_p", "top_ps", "top_p", "float32", ctx, R,
-                            _check_float, default=1.0)
-        self._request_param(a, min_p, "min_p", "min_ps", "min_p", "float32", ctx, R,
-                            _check_float, default=0.0)
-        # Device seeds may also be int64 and steps int32 (same bits; torch's unsigned types are
-        # second-class): the library reads them as uint64 / uint32.
-        self._request_param(a, seed, "seed", "seeds", "seed", "uint64", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1), ("int64",), 0)
-        self._request_param(a, step, "step", "steps", "step", "uint32", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1), ("int32",), 0)
-        if banned_token is None:
-            banned_token = -1
-        a.banned_token = _check_int(banned_token, "banned_token", -1, self.vocab_size - 1)
-        if isinstance(stats, str):
-            if stats.lower() not in _STATS:
-                raise ValueError(f"stats: must be 'processed' or 'guided', got {stats!r}")
-            a.stats = _STATS[stats.lower()]
-        else:
-            a.stats = _check_int(stats, "stats", 0, 1)
-
-        # -- outputs --
-        if isinstance(outputs, str):
-            outputs = (outputs,)
-        wanted = set()
-        for o in outputs:
-            if o not in SAMPLE_OUTPUTS:
-                raise ValueError(f"outputs: unknown output {o!r}; choose from {SAMPLE_OUTPUTS}")
-            wanted.add(o)
-        given = {"tokens": out_tokens, "logprobs": out_logprobs, "argmax": out_argmax,
-                 "confidence": out_confidence, "margin": out_margin, "entropy": out_entropy,
-                 "probs": out_probs, "request_status": out_request_status}
-        res = {}
-        spec = {"tokens": "int32", "logprobs": "float32", "argmax": "int32",
-                "confidence": "float32", "margin": "float32", "entropy": "float32",
-                "request_status": "int32"}
-        for key, dt in spec.items():
-            n = R if key == "request_status" else num_rows
-            arr = given[key]
-            if arr is not None:
-                out_vector(arr, "out_" + key, ctx, dt, n)
-            elif key in wanted:
-                arr = ctx.empty((n,), dt)
-            else:
-                continue
-            res[key] = arr
-            setattr(a, key, describe(arr, "out_" + key).ptr)  # type: ignore[union-attr]
-        if out_probs is not None or "probs" in wanted:
-            if out_probs is not None:
-                pinfo, pdt, pstride = matrix(out_probs, "out_probs", ctx, cols,
-                                             _LOGIT_DTYPES, probs_dtype, rows=num_rows,
-                                             override_name="probs_dtype", cols_what=what)
-                if pinfo.lib == "numpy" and not pinfo.obj.flags.writeable:
-                    raise ValueError("out_probs: array is read-only")
-                res["probs"] = out_probs
-            else:
-                pdt = dtype_name(probs_dtype) if probs_dtype is not None else "float32"
-                res["probs"] = ctx.empty((num_rows, cols), pdt)
-                pinfo = describe(res["probs"], "probs")  # type: ignore[assignment]
-                pstride = cols
-            a.probs = pinfo.ptr
-            a.probs_dtype = DTYPE_CODES[pdt]
-            a.probs_row_stride = pstride
-        elif probs_dtype is not None:
-            dtype_name(probs_dtype)  # validate the spelling even when unused
-        if not any(k != "request_status" for k in res):
-            raise ValueError("outputs: no output requested: name one of tokens, logprobs, "
-                             "argmax, confidence, margin, entropy, probs (or pass an out_* "
-                             "array)")
-
+        res, ctx = build_sample_args(self, shard_cols, logits, sample_keywords(kwargs), a)
         return a, res, ctx
 
     # -- vocabulary-parallel (dds_shard.h) ------------------------------------------------------
@@ -544,6 +465,37 @@ class Sampler:
         row_offsets) — or both from the shape of a given out_* array. Outputs allocated here
         are filled with the padding values (token 0, -inf, rank 0) first, so entries dds does
         not write (requests not kept, rows beyond num_valid) read as padding.
+
+        Parameters
+        ----------
+        logits : array [num_rows, vocab_size]
+            float32 / bfloat16 / float16, as in sample().
+        row_offsets : array of num_requests + 1 int32, optional
+            Rows of each request (None: one row per request).
+        keep, slots, num_valid : arrays of num_requests, optional
+            Which requests are stashed (uint8 / bool), their slot, and their valid rows.
+        temperature : scalar or array
+            Per-request temperature of the log-probs.
+        committed_tokens : array of num_rows int32, optional
+            Entry 0 of each row (None: the argmax).
+        token_ids, num_token_ids : arrays, optional
+            Each request's own tokens [num_requests, num_top] instead of its top-num_top.
+        num_top, num_slots, rows_per_slot : int, optional
+            The output geometry (defaults above).
+        logits_mode : {"logprobs", "logits"}
+            Log-probabilities or tempered logits.
+        outputs : iterable of str
+            Outputs to allocate: token_ids, logprobs, ranks, request_status.
+        dtype : str, optional
+            The logits' dtype for raw 16-bit words.
+        out_token_ids, out_logprobs, out_ranks, out_request_status : array, optional
+            Written in place instead of allocated.
+        stream : optional
+            CUDA stream as in sample().
+
+        Returns
+        -------
+        StashResult
         """
         h = self._live()
         linfo = describe(logits, "logits")
@@ -745,266 +697,20 @@ class Sampler:
             return describe(arr, key).ptr  # type: ignore[union-attr]
         return None
 
-    # -- reveal ---------------------------------------------------------------------------------
-    def reveal(self, scores: ArrayLike, *,
-               row_offsets: Optional[ArrayLike] = None,
-               positions: Optional[ArrayLike] = None,
-               eligible: Optional[ArrayLike] = None,
-               policy: Union[str, int, ArrayLike] = "top_n",
-               count: Union[int, ArrayLike] = 1,
-               steps_left: Union[None, int, ArrayLike] = None,
-               threshold: Union[Scalar, ArrayLike] = 0.9,
-               factor: Union[Scalar, ArrayLike] = 1.0,
-               position_temperature: Union[Scalar, ArrayLike] = 0.0,
-               seed: Union[int, ArrayLike] = 0,
-               step: Union[int, ArrayLike] = 0,
-               canvas: Optional[ArrayLike] = None,
-               tokens: Optional[ArrayLike] = None,
-               mask_token: int = -1,
-               eos_token: int = -1,
-               outputs: Iterable[str] = ("reveal",),
-               out_reveal: Optional[ArrayLike] = None,
-               out_num_revealed: Optional[ArrayLike] = None,
-               out_finished: Optional[ArrayLike] = None,
-               out_request_status: Optional[ArrayLike] = None,
-               stream: Any = None) -> RevealResult:
-        """Which positions to commit this step (dds_reveal; docs/decoding.md).
 
-        `scores` is one float32 per row (e.g. SampleResult.confidence), rows packed per request
-        as in sample(). policy: "top_n" (count, or ceil(eligible / steps_left) when count <= 0),
-        "threshold", "factor" (Fast-dLLM) or "random", per request as a name / int or an int32
-        array. With `canvas` ([num_requests, >= canvas_length] int32, written in place) and
-        `tokens` ([num_rows] int32) the revealed tokens are written at their positions and the
-        EOS rule (eos_token >= 0, mask_token) sets `finished`. The `reveal` output ([num_rows]
-        uint8) is always produced.
-        """
-        h = self._live()
-        ctx, sinfo = self._first_ctx(scores, "scores", stream)
-        sptr, sinfo = vector(sinfo.obj, "scores", ctx, "float32", None)
-        num_rows = sinfo.shape[0]
-        if num_rows > self.max_rows:
-            raise ValueError(f"scores: {num_rows} rows exceed the sampler's max_rows "
-                             f"({self.max_rows})")
-        a = _dds.dds_reveal_args()
-        a.num_rows = num_rows
-        a.scores = sptr
-        ptr, R, _ = self._row_offsets(row_offsets, num_rows, ctx)
-        if num_rows and R > self.max_requests:
-            raise ValueError(f"row_offsets: {R} requests exceed the sampler's max_requests "
-                             f"({self.max_requests})")
-        a.row_offsets = ptr
-        a.num_requests = max(R, 1)
-        if positions is not None:
-            a.positions = vector(positions, "positions", ctx, "int32", num_rows)[0]
-        if eligible is not None:
-            a.eligible = vector(eligible, "eligible", ctx, "uint8", num_rows, ("bool",))[0]
+SAMPLE_DEFAULTS: Dict[str, Any] = {
+    p.name: p.default for p in inspect.signature(Sampler.sample).parameters.values()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
-        if isinstance(policy, str):
-            if policy.lower() not in REVEAL_POLICIES:
-                raise ValueError(f"policy: must be one of {tuple(REVEAL_POLICIES)}, got "
-                                 f"{policy!r}")
-            policy = REVEAL_POLICIES[policy.lower()]
-        elif is_host_sequence(policy) and any(isinstance(p, str) for p in policy):  # type: ignore
-            try:
-                policy = [REVEAL_POLICIES[p.lower()] if isinstance(p, str) else p
-                          for p in policy]  # type: ignore[union-attr]
-            except KeyError as e:
-                raise ValueError(f"policy: unknown policy {e.args[0]!r}; choose from "
-                                 f"{tuple(REVEAL_POLICIES)}") from None
-        self._request_param(a, policy, "policy", "policies", "policy", "int32", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 3), default=0)
-        self._request_param(a, count, "count", "counts", "count", "int32", ctx, R,
-                            lambda v, n: _check_int(v, n, -(2 ** 31), 2 ** 31 - 1), default=1)
-        if steps_left is not None:
-            if is_scalar(steps_left):
-                steps_left = [_check_int(_scalar_value(steps_left), "steps_left", -(2 ** 31),
-                                         2 ** 31 - 1)] * R
-            a.steps_left = vector(steps_left, "steps_left", ctx, "int32", R)[0]
-        self._request_param(a, threshold, "threshold", "thresholds", "threshold", "float32",
-                            ctx, R, _check_float)
-        self._request_param(a, factor, "factor", "factors", "factor", "float32", ctx, R,
-                            _check_float, default=1.0)
-        self._request_param(a, position_temperature, "position_temperature",
-                            "position_temperatures", "position_temperature", "float32", ctx, R,
-                            _check_float, default=0.0)
-        self._request_param(a, seed, "seed", "seeds", "seed", "uint64", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 64 - 1), ("int64",), 0)
-        self._request_param(a, step, "step", "steps", "step", "uint32", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 2 ** 32 - 1), ("int32",), 0)
-        a.mask_token = _check_int(mask_token, "mask_token", -(2 ** 31), 2 ** 31 - 1)
-        a.eos_token = _check_int(eos_token, "eos_token", -(2 ** 31), 2 ** 31 - 1)
-        if canvas is not None:
-            cinfo = describe(canvas, "canvas")
-            if cinfo is None:
-                raise TypeError(f"canvas: expected a 2-D int32 array, got {type(canvas).__name__}")
-            check_device(cinfo, "canvas", ctx)
-            if cinfo.dtype != "int32":
-                raise TypeError(f"canvas: dtype must be int32, got {cinfo.dtype}")
-            if len(cinfo.shape) != 2 or cinfo.shape[0] != R:
-                raise ValueError(f"canvas: expected shape [num_requests={R}, canvas_length], got "
-                                 f"{cinfo.shape}")
-            if cinfo.shape[1] > 1 and cinfo.strides[1] != 1:
-                raise ValueError(f"canvas: column stride must be 1, got strides {cinfo.strides}")
-            cstride = cinfo.strides[0] if cinfo.shape[0] > 1 else cinfo.shape[1]
-            if cstride < cinfo.shape[1]:
-                raise ValueError(f"canvas: row stride {cstride} is smaller than the row length")
-            if cinfo.lib == "numpy" and not cinfo.obj.flags.writeable:
-                raise ValueError("canvas: array is read-only")
-            a.canvas = cinfo.ptr
-            a.canvas_length = cinfo.shape[1]
-            a.canvas_stride = cstride
-            if tokens is None:
-                raise ValueError("tokens: required with canvas (the token of each row)")
-        if tokens is not None:
-            if canvas is None:
-                raise ValueError("tokens: given without canvas (nothing to write them into)")
-            a.tokens = vector(tokens, "tokens", ctx, "int32", num_rows)[0]
 
-        wanted = self._wanted(outputs, REVEAL_OUTPUTS)
-        wanted.add("reveal")
-        res: dict = {}
-        a.reveal = self._out("reveal", out_reveal, wanted, ctx, "uint8", (num_rows,), res,
-                             alt=("bool",))
-        for key, given in (("num_revealed", out_num_revealed), ("finished", out_finished),
-                           ("request_status", out_request_status)):
-            p = self._out(key, given, wanted, ctx, "int32", (R,), res)
-            if p is not None:
-                setattr(a, key, p)
-        with self._lock:
-            if self._handle is None:
-                raise _dds.Error("dds.Sampler: the sampler is closed")
-            _dds.dds_reveal(h, a, ctx.stream)
-        ctx.keep.clear()
-        return RevealResult(**res)
-
-    # -- verify ---------------------------------------------------------------------------------
-    def _rows(self, obj: Any, name: str, ctx: CallContext, rows: int,
-              dtype: Any) -> Tuple[ArrayInfo, str, int]:
-        """[rows, V] or [R, k, V] (k rows per request, uniformly strided) logits."""
-        info = describe(obj, name)
-        if info is None:
-            raise TypeError(f"{name}: expected an array, got {type(obj).__name__}")
-        if len(info.shape) == 3:
-            r, k, v = info.shape
-            if k > 1 and r > 1 and info.strides[0] != k * info.strides[1]:
-                raise ValueError(f"{name}: [R, k, V] layout needs strides[0] == k * strides[1], "
-                                 f"got strides {info.strides}")
-            flat = ArrayInfo(info.ptr, (r * k, v),
-                             (info.strides[1] if k > 1 else info.strides[0], info.strides[2]),
-                             info.dtype, info.device, info.lib, info.obj)
-            info = flat
-        info, dt, stride = matrix(obj, name, ctx, self.vocab_size, _LOGIT_DTYPES, dtype,
-                                  rows=rows, info=info)
-        return info, dt, stride
-
-    def verify_drafts(self, target_logits: ArrayLike, draft_logits: Optional[ArrayLike] = None,
-                      draft_tokens: Optional[ArrayLike] = None, *,
-                      draft_counts: Optional[ArrayLike] = None,
-                      temperature: Union[Scalar, ArrayLike] = 1.0,
-                      top_k: Union[int, ArrayLike] = 0,
-                      top_p: Union[Scalar, ArrayLike] = 1.0,
-                      min_p: Union[Scalar, ArrayLike] = 0.0,
-                      seed: Union[int, ArrayLike] = 0,
-                      step: Union[int, ArrayLike] = 0,
-                      banned_token: Optional[int] = -1,
-                      dtype: Any = None,
-                      outputs: Iterable[str] = ("accepted_counts", "tokens"),
-                      out_accepted_counts: Optional[ArrayLike] = None,
-                      out_tokens: Optional[ArrayLike] = None,
-                      out_logprobs: Optional[ArrayLike] = None,
-                      out_request_status: Optional[ArrayLike] = None,
-                      stream: Any = None) -> VerifyResult:
-        """Exact speculative verification (dds_verify_drafts; docs/decoding.md).
-
-        draft_tokens: [num_requests, n] int32 (n = drafts per request); draft_logits:
-        [num_requests * n, V] (or [num_requests, n, V]); target_logits: [num_requests * (n+1),
-        V] (or [num_requests, n + 1, V]). With n = 0, draft_logits / draft_tokens may be None and
-        num_requests = rows of target_logits. Outputs: accepted_counts [R] and tokens [R, n + 1]
-        (always produced), logprobs [R, n + 1], request_status [R].
-        """
-        h = self._live()
-        tinfo0 = describe(target_logits, "target_logits")
-        if tinfo0 is None:
-            raise TypeError(f"target_logits: expected an array, got "
-                            f"{type(target_logits).__name__}")
-        ctx = self._context(tinfo0, stream)
-        if draft_tokens is None:
-            if draft_logits is not None:
-                raise ValueError("draft_tokens: required with draft_logits")
-            n = 0
-            R = tinfo0.shape[0] if len(tinfo0.shape) == 2 else tinfo0.shape[0]
-        else:
-            dinfo = None if is_host_sequence(draft_tokens) else describe(draft_tokens,
-                                                                         "draft_tokens")
-            if dinfo is None or dinfo.on_host:
-                dt_host = host_convert(draft_tokens, "draft_tokens", "int32")
-                shape = dt_host.shape
-            else:
-                dt_host = None
-                shape = dinfo.shape
-            if len(shape) != 2:
-                raise ValueError(f"draft_tokens: expected shape [num_requests, num_drafts], got "
-                                 f"{shape}")
-            R, n = shape
-        if R < 1 and (draft_tokens is not None or tinfo0.shape[0] > 0):
-            raise ValueError("draft_tokens: needs at least one request")
-        if R > self.max_requests:
-            raise ValueError(f"draft_tokens: {R} requests exceed the sampler's max_requests "
-                             f"({self.max_requests})")
-        a = _dds.dds_verify_args()
-        a.num_requests = max(R, 1)
-        a.num_drafts = n
-        tinfo, tdt, tstride = self._rows(target_logits, "target_logits", ctx, R * (n + 1), dtype)
-        a.target_logits = tinfo.ptr
-        a.target_row_stride = tstride
-        a.dtype = DTYPE_CODES[tdt]
-        if n > 0:
-            if draft_logits is None:
-                raise ValueError("draft_logits: required when there are drafts")
-            dl, ddt, dstride = self._rows(draft_logits, "draft_logits", ctx, R * n, dtype)
-            if ddt != tdt:
-                raise TypeError(f"draft_logits: dtype {ddt} differs from target_logits' {tdt}")
-            a.draft_logits = dl.ptr
-            a.draft_row_stride = dstride
-            src = dt_host.reshape(-1) if dt_host is not None else draft_tokens
-            if dt_host is None:
-                a.draft_tokens = out_block(draft_tokens, "draft_tokens", ctx, "int32", R * n).ptr
-            else:
-                a.draft_tokens = vector(src, "draft_tokens", ctx, "int32", R * n)[0]
-        if draft_counts is not None:
-            a.draft_counts = vector(draft_counts, "draft_counts", ctx, "int32", R)[0]
-        self._request_param(a, temperature, "temperature", "temperatures", "temperature",
-                            "float32", ctx, R, _check_float, default=1.0)
-        self._request_param(a, top_k, "top_k", "top_ks", "top_k", "int32", ctx, R,
-                            lambda v, nm: _check_int(v, nm, -(2 ** 31), 2 ** 31 - 1), default=0)
-        self._request_param(a, top_p, "top_p", "top_ps", "top_p", "float32", ctx, R,
-                            _check_float, default=1.0)
-        self._request_param(a, min_p, "min_p", "min_ps", "min_p", "float32", ctx, R,
-                            _check_float, default=0.0)
-        self._request_param(a, seed, "seed", "seeds", "seed", "uint64", ctx, R,
-                            lambda v, nm: _check_int(v, nm, 0, 2 ** 64 - 1), ("int64",), 0)
-        self._request_param(a, step, "step", "steps", "step", "uint32", ctx, R,
-                            lambda v, nm: _check_int(v, nm, 0, 2 ** 32 - 1), ("int32",), 0)
-        a.banned_token = _check_int(-1 if banned_token is None else banned_token,
-                                    "banned_token", -1, self.vocab_size - 1)
-        wanted = self._wanted(outputs, VERIFY_OUTPUTS)
-        wanted.update(("accepted_counts", "tokens"))
-        res: dict = {}
-        a.accepted_counts = self._out("accepted_counts", out_accepted_counts, wanted, ctx,
-                                      "int32", (R,), res)
-        a.out_tokens = self._out("tokens", out_tokens, wanted, ctx, "int32", (R, n + 1), res)
-        p = self._out("logprobs", out_logprobs, wanted, ctx, "float32", (R, n + 1), res)
-        if p is not None:
-            a.out_logprobs = p
-        p = self._out("request_status", out_request_status, wanted, ctx, "int32", (R,), res)
-        if p is not None:
-            a.request_status = p
-        with self._lock:
-            if self._handle is None:
-                raise _dds.Error("dds.Sampler: the sampler is closed")
-            _dds.dds_verify_drafts(h, a, ctx.stream)
-        ctx.keep.clear()
-        return VerifyResult(**res)
+def sample_keywords(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """Sampler.sample's keywords: `kwargs` over the defaults; TypeError for an unknown one."""
+    for k in kwargs:
+        if k not in SAMPLE_DEFAULTS:
+            raise TypeError(f"sample() got an unexpected keyword argument {k!r}")
+    kw = dict(SAMPLE_DEFAULTS)
+    kw.update(kwargs)
+    return kw
 
 
 class _NoInfoType:

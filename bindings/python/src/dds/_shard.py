@@ -107,7 +107,7 @@ class ShardCall:
                              f"vocab_size {V} (vocab_offset + vocab_slice <= vocab_size)")
         self.max_top_k = _int(max_top_k, "max_top_k", 0, MAX_TOP_K)
         self.args, self._res, self.ctx = sampler._sample_args(self.vocab_slice, logits,
-                                                              **sample_kwargs)
+                                                              sample_kwargs)
         sh = _dds.dds_shard_args()
         sh.rank = self.rank
         sh.world_size = self.world_size
