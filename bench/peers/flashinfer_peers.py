@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".fi"))
-# The same folder packed (tar + xz, about half the size) for a device call short of carry room:
+# The same folder packed (tar + xz, about half the size) for a GPU machine short of room for the folder:
 # unpacked in place at the first load when .fi/ itself is absent.
 PACKED = ROOT + ".tar.xz"
 _CACHE = {}
@@ -55,7 +55,7 @@ def _load():
     if not (os.path.isdir(os.path.join(ROOT, "flashinfer"))
             and os.path.exists(os.path.join(aot, "sampling", "sampling.so"))):
         return None, (".fi/ has no prebuilt FlashInfer sampling module: run scripts/prep-peers.sh "
-                      "here and carry .fi (or .fi.tar.xz)")
+                      "here and copy .fi (or .fi.tar.xz) to the GPU machine")
     site = os.path.join(ROOT, "site")
     abi = "core.cpython-%d%d-" % sys.version_info[:2]
     paths = [ROOT]

@@ -144,7 +144,7 @@ def _load(rel, name, smoke, peer):
 def _load_once(rel, name, smoke, peer):
     trees = [(v, t) for v, t in _trees() if os.path.exists(os.path.join(t, rel))]
     if not trees:
-        return None, f"{rel} not found under .vllm/ (run scripts/prep-peers.sh and carry .vllm)"
+        return None, f"{rel} not found under .vllm/ (run scripts/prep-peers.sh and copy .vllm to the GPU machine)"
     why = []
     for ver, tree in trees:
         try:

@@ -12,7 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="$root/.gpu-artifacts/go/dds-go-gpu.test"
 if [ ! -x "$bin" ]; then
-  echo "gpu-test.sh: $bin is missing: run bindings/go/prep-gpu.sh where Go is installed, and carry .gpu-artifacts" >&2
+  echo "gpu-test.sh: $bin is missing: run bindings/go/prep-gpu.sh where Go is installed, and copy .gpu-artifacts to the GPU machine" >&2
   exit 2
 fi
 lib="$(cd "$1" && pwd)"

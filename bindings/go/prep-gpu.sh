@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Go GPU test binary HERE (the GPU machine has no Go toolchain):
-#   .gpu-artifacts/go/dds-go-gpu.test   (not committed; carry .gpu-artifacts to the device)
+#   .gpu-artifacts/go/dds-go-gpu.test   (not committed; copy .gpu-artifacts to the GPU machine)
 # It holds every test of the package plus the CUDA ones (build tag cuda), links the static CUDA
 # runtime from /usr/local/cuda/lib64 and libdds dynamically (any build of libdds.so.0 serves for
 # linking, a CPU-only one too; the CUDA-enabled one is chosen at run time by gpu-test.sh).

@@ -2,7 +2,7 @@
 # Every Python GPU check in one command, run ON the GPU machine from the repository root:
 #   bash bindings/python/gpu-all.sh OUT_DIR [WHEEL]
 # 1. gpu-test.sh: install with the CUDA backend (pre-generated SWIG wrapper: run
-#    bindings/python/gen-wrapper.sh where SWIG exists and carry bindings/python/_generated),
+#    bindings/python/gen-wrapper.sh where SWIG exists and copy bindings/python/_generated along),
 #    pytest -m gpu (torch / CuPy parity, streams, CUDA graphs, tests/test_torch_compile.py's
 #    torch.compile(mode="reduce-overhead", fullgraph=True)), the CPU suite (torch.compile on
 #    CPU tensors included), the demo -> OUT_DIR/python-gpu.log;

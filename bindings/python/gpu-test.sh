@@ -3,7 +3,7 @@
 #   bash bindings/python/gpu-test.sh
 # That machine has python3 with torch, CuPy, numpy, pytest, scikit-build-core, cmake, ninja and
 # nvcc, but no SWIG and no internet: the SWIG wrapper must come pre-generated. Before the run,
-# here (a machine with SWIG):  bindings/python/gen-wrapper.sh   and carry
+# here (a machine with SWIG):  bindings/python/gen-wrapper.sh   and copy along
 #   bindings/python/_generated        (ignored by git: dds_wrap.c + STAMP)
 # Steps: pip install --no-build-isolation --no-deps ./bindings/python (CUDA backend ON, nothing
 # fetched), pytest -m gpu (torch f32/bf16, CuPy, parity with the CPU backend, streams, CUDA graph
@@ -11,13 +11,13 @@
 #
 # Output: everything goes to stdout; with $OUT set, also to ONE file $OUT/python-gpu.log (the
 # device tool returns at most 8 files: set DDS_PY_GPU_LOG=none when this runs as a step of
-# scripts/gpu-check.sh, whose step log already captures stdout). Full pip / junit logs stay in
+# scripts/gpu/check.sh, whose step log already captures stdout). Full pip / junit logs stay in
 # bindings/python/build/gpu-logs. Exit status: nonzero if the install, a test or the demo fails.
 #
 # Environment: DDS_SWIG_WRAPPER=/path/dds_wrap.c (instead of bindings/python/_generated),
 # DDS_PY_LIB=/path/libdds.so.0 (package an already built CUDA libdds instead of building it),
 # DDS_PY_WITH_CUDA (default ON), DDS_JOBS (default nproc), PYTHON (default python3),
-# DDS_PY_INSTALL_ONLY=1 (install and stop: what scripts/gpu-final.sh's torch-multigpu step uses).
+# DDS_PY_INSTALL_ONLY=1 (install and stop: what scripts/gpu/check.sh's torch-nccl step uses).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -63,14 +63,14 @@ PY
 
 wrapper="${DDS_SWIG_WRAPPER:-$here/_generated/dds_wrap.c}"
 if ! command -v swig >/dev/null 2>&1 && [[ ! -f "$wrapper" ]]; then
-  say "FAIL: no swig and no pre-generated wrapper at $wrapper (run bindings/python/gen-wrapper.sh where SWIG exists and carry bindings/python/_generated)"
+  say "FAIL: no swig and no pre-generated wrapper at $wrapper (run bindings/python/gen-wrapper.sh where SWIG exists and copy bindings/python/_generated along)"
   exit 2
 fi
 [[ -f "$here/_generated/STAMP" ]] && { echo "wrapper stamp:"; cat "$here/_generated/STAMP"; }
 
 lib_args=()
 if [[ -n "${DDS_PY_LIB:-}" ]]; then
-  # An already built CUDA libdds (e.g. build-gpu/libdds.so.0 of scripts/gpu-check.sh): packaged
+  # An already built CUDA libdds (e.g. build-gpu/libdds.so.0 of scripts/gpu/build.sh): packaged
   # as is, which saves compiling the kernels a second time.
   [[ -f "$DDS_PY_LIB" ]] || { say "FAIL: DDS_PY_LIB=$DDS_PY_LIB does not exist"; exit 2; }
   lib_args=(--config-settings=cmake.define.DDS_PREBUILT_LIB="$(cd "$(dirname "$DDS_PY_LIB")" && pwd)/$(basename "$DDS_PY_LIB")")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Rust GPU test binary HERE (the GPU machine has no cargo) and copies it to
-# <repo>/.gpu-artifacts/rust/dds-gpu-test (gitignored; carry `.gpu-artifacts/rust` to the device).
+# <repo>/.gpu-artifacts/rust/dds-gpu-test (gitignored; copy `.gpu-artifacts/rust` to the GPU machine).
 #   DDS_LIB_DIR=/path/to/any/libdds/build bindings/rust/prep-gpu.sh
 # Linking needs some libdds.so (the CPU-only build is fine: the symbols are the same); on the
 # device the binary loads the CUDA-enabled libdds.so.0 through LD_LIBRARY_PATH (gpu-test.sh).

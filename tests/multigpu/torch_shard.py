@@ -8,7 +8,7 @@ dds.torch_all_gather(group) on a CUDA Sampler. Rank 0 checks that every rank's t
 tokens of the CPU backend's Sampler.sample on the unsharded rows (all ranks' tokens are
 all-gathered first), and the statistics within 1e-5 relative (the CUDA figures are fp32 / fast
 math; the CPU's float64 reference is exact). Exit status 0 only when every config matched.
-Label: multigpu (scripts/gpu-final.sh step torch-multigpu); needs >= 2 GPUs and the binding
+Label: multigpu (scripts/gpu/check.sh step torch-nccl); needs >= 2 GPUs and the binding
 installed with the CUDA backend.
 """
 
