@@ -233,8 +233,7 @@ template <int DT>
 __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
   FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
   float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
-  const int r = find_request(P, row);
-  Req q = load_req(P, r);
+  Req q = row_req(P, row);
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;

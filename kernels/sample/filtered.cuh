@@ -334,8 +334,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
     row = (int)(gw / wpr);
     wi = (int)(gw - (long long)row * wpr);
   }
-  const int r = find_request(P, row);
-  Req q = load_req(P, r);
+  Req q = row_req(P, row);
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
@@ -537,8 +536,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
   const int row = blockIdx.x * (int)(blockDim.x >> 5) + wid;  // (blockDim.x <= kRowWarps * 32)
   if (row >= P.num_rows) return;
-  const int r = find_request(P, row);
-  Req q = load_req(P, r);
+  Req q = row_req(P, row);
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!is_filtered(q, P.V)) return;
   finish_filtered<DT>(P, q, row, lane, &s_bins[wid][0],

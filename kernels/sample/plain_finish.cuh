@@ -100,8 +100,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
   constexpr int NT = kRowWarps * 32;
-  const int r = find_request(P, row);
-  Req q = load_req(P, r);
+  Req q = row_req(P, row);
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;
   const int nb = P.nblocks;
@@ -413,8 +412,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) plain_finish_warp_kernel(co
   const long long row_ll = (long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5);
   if (row_ll >= P.num_rows) return;
   const int row = (int)row_ll;
-  const int r = find_request(P, row);
-  Req q = load_req(P, r);
+  Req q = row_req(P, row);
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;
   finish_plain_warp<DT>(P, q, row, lane);

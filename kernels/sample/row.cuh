@@ -125,6 +125,11 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   return q;
 }
 
+// Every row kernel's preamble: the request of `row` and its sanitised parameters.
+__device__ __forceinline__ Req row_req(const SampleParams& P, int row) {
+  return load_req(P, find_request(P, row));
+}
+
 __device__ __forceinline__ bool is_filtered(const Req& q, int V) {
   return !q.greedy && ((q.k > 0 && q.k < V) || q.p < 1.f || q.minp > 0.f);
 }
