@@ -65,8 +65,8 @@ if ! run_stage "C build (scripts/test-c.sh)" bash scripts/test-c.sh --build-only
   exit 1
 fi
 run_stage "C tests (ctest, all labels)" bash scripts/test-c.sh --test-only || true
-# The CUDA kernels (sample, verify, reveal, shard) compiled for the host (a std::thread per CUDA
-# thread) against the CPU backend: their logic is checked on every run, GPU or not
+# The CUDA kernels (sample, verify, reveal, shard) compiled for the host (a block's CUDA threads as
+# fibers on one host thread) against the CPU backend: their logic is checked on every run, GPU or not
 # (docs/cuda_sample.md §3).
 run_stage "CUDA kernels, host emulation" bash tests/emu/ci.sh "${DDS_BUILD}" || true
 

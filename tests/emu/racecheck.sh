@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A race check of the CUDA kernels without a GPU: the host emulations (run_stash.sh,
-# run_sample.sh, run.sh, run_shard.sh; a std::thread per CUDA thread) built with ThreadSanitizer.
+# run_sample.sh, run.sh, run_shard.sh) built with ThreadSanitizer, where the emulation runs a
+# std::thread per CUDA thread (tests/emu/cuda_emu_threads.h) instead of fibers.
 # __syncthreads and __syncwarp order memory among the threads that take part; shuffles, ballots
 # and match_any exchange values and order no memory (tests/emu/cuda_emu.h), so a shared-memory
 # write and a read or write of the same word by another thread with no barrier between them is

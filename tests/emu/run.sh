@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Host emulation of kernels/verify.cuh and kernels/reveal.cuh against the CPU backend (no GPU
-# needed): each CUDA thread is a std::thread, __syncthreads a std::barrier, warp shuffles a
-# per-warp exchange. Block sizes are cut to 64 threads (2 warps for the per-block sums) so that
-# it runs in minutes on a small machine. Checks algorithmic parity only (not races, not speed).
+# needed): a block's CUDA threads run as fibers on one host thread (tests/emu/cuda_emu.h; a
+# std::thread each under ThreadSanitizer), __syncthreads and warp shuffles are barriers of the
+# emulation. Block sizes are cut to 64 threads (2 warps for the per-block sums). Checks
+# algorithmic parity only (not races, not speed).
 # Usage: tests/emu/run.sh <build dir with libdds.so>   (not part of CTest)
 #        tests/emu/run.sh <build dir> V R n [seed [per]]: only the decode_bench verify
 #        configuration (R requests, n drafts, targets 2*N(0,1), drafts target + N(0,1), T = 1) vs

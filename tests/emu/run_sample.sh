@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Host emulation of kernels/sample.cuh (the CUDA dds_sample kernels) against the CPU backend
-# (tests/emu/cuda_emu.h + cuda_emu_sample.h: a std::thread per CUDA thread, blocks one after
-# another). Checks the kernels' logic on a machine without a GPU (not speed, not the device libm:
+# (tests/emu/cuda_emu.h + cuda_emu_sample.h: a block's CUDA threads as fibers on one host thread,
+# blocks one after another). Checks the kernels' logic on a machine without a GPU (not speed, not the device libm:
 # exp2f stands for ex2.approx; races: racecheck.sh). filter_kernel's in-CTA candidate list
 # (divergent __activemask() ballots) runs as on the GPU (cuda_emu.h, EmuConv) unless ctalist=0.
 # Not part of CTest.

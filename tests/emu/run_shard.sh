@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Host emulation of src/cuda_shard.cu (the vocabulary-parallel CUDA kernels) against the CPU
-# backend's records and outputs (tests/emu/cuda_emu.h: a std::thread per CUDA thread). Checks the
+# backend's records and outputs (tests/emu/cuda_emu.h: a block's CUDA threads as fibers). Checks the
 # kernels' logic only (not races, not speed, not the device libm). Not part of CTest.
 # Usage: tests/emu/run_shard.sh <build dir with libdds.so>
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Host emulation of kernels/stash.cuh (the CUDA dds_stash_logprobs kernel) against the CPU backend
-# (tests/emu/cuda_emu*.h: a std::thread per CUDA thread, blocks one after another). Checks the
+# (tests/emu/cuda_emu*.h: a block's CUDA threads as fibers, blocks one after another). Checks the
 # kernel's logic without a GPU (not races, not speed; exp2f stands for ex2.approx).
 # Usage: tests/emu/run_stash.sh <build dir with libdds.so>             the sweep below
 #        tests/emu/run_stash.sh <build dir> V n dtype variant [grid [requests]]   one case
