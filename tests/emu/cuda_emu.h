@@ -60,12 +60,9 @@ struct EmuNoSync {  // hides this thread's synchronisation from ThreadSanitizer 
   EmuNoSync() { AnnotateIgnoreSyncBegin(__FILE__, __LINE__); }
   ~EmuNoSync() { AnnotateIgnoreSyncEnd(__FILE__, __LINE__); }
 };
-#else
-struct EmuNoSync {};
-#endif
-#if defined(__SANITIZE_THREAD__)
 #include "cuda_emu_threads.h"  // a std::thread per CUDA thread (tests/emu/racecheck.sh)
 #else
+struct EmuNoSync {};
 #include "cuda_emu_fibers.h"  // a block's threads as fibers on the launching thread
 #endif
 inline void emu_value_barrier(EmuBarrier* b) {

@@ -13,7 +13,8 @@
 # timing of the run, but only on paths the cases take. The outputs are checked against the CPU
 # backend as in the plain emulations.
 # Usage: tests/emu/racecheck.sh <build dir with libdds.so> [--quick]
-#   --quick (CI, ~3 min on 2 cores): a few cases of the stash and sample kernels, chosen to take
+#   --quick (CI; 1.5 min on 2 cores when they are idle, 5 min when busy): a few cases of the
+#   stash and sample kernels, chosen to take
 #   the shared-memory code paths (partial-list merges, 16-bit tiles, the CTA forms of the small
 #   kernels, the candidate finish, the filter kernel's selections);
 #   default: every stash case, run_sample.sh --quick (these two 13.5 min here), verify + reveal

@@ -5,8 +5,8 @@
 # exp2f stands for ex2.approx; races: racecheck.sh). filter_kernel's in-CTA candidate list
 # (divergent __activemask() ballots) runs as on the GPU (cuda_emu.h, EmuConv) unless ctalist=0.
 # Not part of CTest.
-# Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below (~5 min)
-#        tests/emu/run_sample.sh <build dir> --quick                    10 cases (~40 s; CI)
+# Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below (~1 min)
+#        tests/emu/run_sample.sh <build dir> --quick                    10 cases (~15 s; CI)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: comma list of fuse=0|1, top2=0|1,
