@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A race check of the CUDA kernels without a GPU: the host emulations (run_stash.sh,
-# run_sample.sh, run.sh, run_shard.sh; a std::thread per CUDA thread) built with ThreadSanitizer.
+# run_sample.sh, run.sh, run_shard.sh) built with ThreadSanitizer, where the emulation runs a
+# std::thread per CUDA thread (tests/emu/cuda_emu_threads.h) instead of fibers.
 # __syncthreads and __syncwarp order memory among the threads that take part; shuffles, ballots
 # and match_any exchange values and order no memory (tests/emu/cuda_emu.h), so a shared-memory
 # write and a read or write of the same word by another thread with no barrier between them is
@@ -11,7 +12,8 @@
 # timing of the run, but only on paths the cases take. The outputs are checked against the CPU
 # backend as in the plain emulations.
 # Usage: tests/emu/racecheck.sh <build dir with libdds.so> [--quick]
-#   --quick (CI, ~3 min on 2 cores): a few cases of the stash and sample kernels, chosen to take
+#   --quick (CI; 1.5 min on 2 cores when they are idle, 5 min when busy): a few cases of the
+#   stash and sample kernels, chosen to take
 #   the shared-memory code paths (partial-list merges, 16-bit tiles, the CTA forms of the small
 #   kernels, the candidate finish, the filter kernel's selections);
 #   default: every stash case, run_sample.sh --quick (these two 13.5 min here), verify + reveal
