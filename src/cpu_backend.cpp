@@ -457,11 +457,7 @@ class CpuBackend final : public Backend {
       }
       int32_t nvalid = a.num_valid ? a.num_valid[r] : row_end - row_begin;
       nvalid = std::max(0, std::min({nvalid, row_end - row_begin, a.rows_per_slot}));
-      float T = a.temperatures ? a.temperatures[r] : a.temperature;
-      if (std::isnan(T) || T < 0.f || std::isinf(T)) {
-        T = 1.f;
-        status |= DDS_REQ_BAD_TEMPERATURE;
-      }
+      float T = rule::temperature(a.temperatures ? a.temperatures[r] : a.temperature, &status).T;
       if (T == 0.f) T = 1.f;
       float invT = 1.0f / T;
       if (std::isinf(invT)) invT = 1.f;  // T subnormal: treated as T = 1 like T = 0

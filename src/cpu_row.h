@@ -11,6 +11,7 @@
 
 #include "dds/dds.h"
 #include "dtype.h"
+#include "request.h"  // kernels/common: the per-request rules
 
 namespace dds {
 namespace cpu {
@@ -77,23 +78,11 @@ struct RequestParams {
 
 inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t rows_in_request) {
   RequestParams q;
-  float T = a.temperatures ? a.temperatures[r] : a.temperature;
-  if (std::isnan(T) || T < 0.f || std::isinf(T)) {
-    T = 1.f;
-    q.status |= DDS_REQ_BAD_TEMPERATURE;
-  }
-  q.T = T;
-  if (T == 0.f) {
-    q.greedy = true;
-  } else {
-    q.invT = 1.0f / T;
-    if (std::isinf(q.invT)) q.greedy = true;
-  }
-  float g = a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale;
-  if (!std::isfinite(g)) {
-    g = 0.f;
-    q.status |= DDS_REQ_BAD_GUIDANCE;
-  }
+  const rule::Tempering t = rule::temperature(a.temperatures ? a.temperatures[r] : a.temperature, &q.status);
+  q.T = t.T;
+  q.greedy = t.greedy;
+  q.invT = t.invT;
+  const float g = rule::guidance(a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale, &q.status);
   q.g = g;
   if (a.uncond_logits != nullptr && g != 0.f) {
     int64_t first = -1;
@@ -111,25 +100,9 @@ inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t
       }
     }
   }
-  int32_t k = a.top_ks ? a.top_ks[r] : a.top_k;
-  if (k < 0) {
-    k = 0;
-    q.status |= DDS_REQ_BAD_TOP_K;
-  }
-  q.k = k;
-  float p = a.top_ps ? a.top_ps[r] : a.top_p;
-  if (std::isnan(p)) {
-    p = 1.f;
-    q.status |= DDS_REQ_BAD_TOP_P;
-  }
-  q.p = p;
-  float mp = a.min_ps ? a.min_ps[r] : a.min_p;
-  if (std::isnan(mp) || mp < 0.f) {
-    mp = 0.f;
-    q.status |= DDS_REQ_BAD_MIN_P;
-  }
-  if (mp > 1.f) mp = 1.f;
-  q.min_p = mp;
+  q.k = rule::top_k(a.top_ks ? a.top_ks[r] : a.top_k, &q.status);
+  q.p = rule::top_p(a.top_ps ? a.top_ps[r] : a.top_p, &q.status);
+  q.min_p = rule::min_p(a.min_ps ? a.min_ps[r] : a.min_p, &q.status);
   q.seed = a.seeds ? a.seeds[r] : a.seed;
   q.step = a.steps ? a.steps[r] : a.step;
   return q;
