@@ -402,14 +402,22 @@ int pool_threads(int32_t requested) {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const dds_sampler_config& cfg)
-      : cfg_(cfg), pool_(pool_threads(cfg.num_threads)), params_(cfg.max_requests),
-        row_request_(cfg.max_rows), row_empty_(cfg.max_rows) {
+      : cfg_(cfg), pool_(pool_threads(cfg.num_threads)) {
+    // Scratch is allocated by the first call that needs it (per-request and per-row arrays grown
+    // to the largest call so far, the per-thread rows of V values once), then reused: calls
+    // allocate nothing once a sampler has served its largest shape, and a sampler declared with
+    // large capacities holds no memory it never uses.
     scratch_.reserve(pool_.threads());
-    for (int k = 0; k < pool_.threads(); ++k) scratch_.emplace_back(cfg.vocab_size);
   }
 
   dds_status sample(const dds_sample_args& a, dds_stream) override {
     const int32_t V = cfg_.vocab_size;
+    ensure_scratch();
+    if (params_.size() < (size_t)a.num_requests) params_.resize((size_t)a.num_requests);
+    if (row_request_.size() < (size_t)a.num_rows) {
+      row_request_.resize((size_t)a.num_rows);
+      row_empty_.resize((size_t)a.num_rows);
+    }
     for (int32_t r = 0; r < a.num_requests; ++r) {
       const int32_t row_begin = a.row_offsets ? a.row_offsets[r] : r;
       const int32_t row_end = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
@@ -441,6 +449,7 @@ class CpuBackend final : public Backend {
     const int32_t E = n + 1;
     if (a.request_status)
       std::fill(a.request_status, a.request_status + a.num_requests, 0);
+    ensure_scratch();
     Scratch& s = scratch_[0];
     float* v = s.l.data();
     std::vector<float>& sorted = s.sorted;  // finite values ascending, for ranks
@@ -557,10 +566,13 @@ class CpuBackend final : public Backend {
  private:
   dds_sampler_config cfg_;
   CpuPool pool_;
+  void ensure_scratch() {
+    while ((int)scratch_.size() < pool_.threads()) scratch_.emplace_back(cfg_.vocab_size);
+  }
   std::vector<Scratch> scratch_;       // one per participant of the pool
-  std::vector<RequestParams> params_;  // [max_requests]
-  std::vector<int32_t> row_request_;   // [max_rows]
-  std::vector<char> row_empty_;        // [max_rows]
+  std::vector<RequestParams> params_;  // [>= the call's num_requests]
+  std::vector<int32_t> row_request_;   // [>= the call's num_rows]
+  std::vector<char> row_empty_;        // [>= the call's num_rows]
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 // NULL and dds_last_error() names the argument; on success the sampler samples a tiny row
 // correctly (the token is in [0, V)) and is destroyed (LeakSanitizer checks nothing leaks).
 #include <algorithm>
+#include <cstddef>
 
 #include "fuzz_common.h"
 
@@ -25,15 +26,16 @@ int32_t pick_i32(FuzzedDataProvider& in, std::initializer_list<int32_t> specials
   return in.ConsumeIntegral<int32_t>();
 }
 
-// *_init with any struct_size into an exactly sized buffer: below the first version it fails and
-// writes nothing; otherwise it writes struct_size and zeroes every byte past the known struct.
+// *_init with any struct_size into an exactly sized buffer: below the first version (v1: the
+// size of the oldest struct accepted) it fails and writes nothing; otherwise it writes
+// struct_size, nothing past it, and zeroes every byte past the known struct.
 template <typename S, typename Init>
-void check_init(FuzzedDataProvider& in, Init init, const char* what) {
+void check_init(FuzzedDataProvider& in, Init init, const char* what, size_t v1 = sizeof(S)) {
   const size_t sz = in.ConsumeIntegralInRange<size_t>(0, sizeof(S) + 64);
   std::unique_ptr<unsigned char[]> buf(new unsigned char[std::max<size_t>(sz, sizeof(S))]);
   std::memset(buf.get(), 0xa5, std::max<size_t>(sz, sizeof(S)));
   const dds_status st = init(reinterpret_cast<S*>(buf.get()), sz);
-  if (sz < sizeof(S)) {
+  if (sz < v1) {
     FUZZ_CHECK(st == DDS_ERR_STRUCT_SIZE, "%s(struct_size %zu): %s", what, sz, dds_status_string(st));
     check_error_message(st);
     for (size_t i = 0; i < sizeof(S); ++i)
@@ -45,6 +47,8 @@ void check_init(FuzzedDataProvider& in, Init init, const char* what) {
     FUZZ_CHECK(got == sz, "%s: struct_size %zu written as %zu", what, sz, got);
     for (size_t i = sizeof(S); i < sz; ++i)
       FUZZ_CHECK(buf[i] == 0, "%s: byte %zu past the struct not zeroed", what, i);
+    for (size_t i = sz; i < sizeof(S); ++i)
+      FUZZ_CHECK(buf[i] == 0xa5, "%s: byte %zu past struct_size written", what, i);
   }
   FUZZ_CHECK(init(nullptr, sizeof(S)) == DDS_ERR_NULL_POINTER, "%s(NULL)", what);
 }
@@ -55,7 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
 
   switch (in.ConsumeIntegral<uint8_t>() % 4) {
-    case 0: check_init<dds_sampler_config>(in, dds_sampler_config_init, "dds_sampler_config_init"); break;
+    case 0:
+      check_init<dds_sampler_config>(in, dds_sampler_config_init, "dds_sampler_config_init",
+                                     offsetof(dds_sampler_config, num_threads));
+      break;
     case 1: check_init<dds_sample_args>(in, dds_sample_args_init, "dds_sample_args_init"); break;
     case 2: check_init<dds_stash_args>(in, dds_stash_args_init, "dds_stash_args_init"); break;
     default: {
@@ -84,6 +91,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   base.max_stash_width = pick_i32(in, {20, 0, 1024, 1025, -1, 1, 5});
   const uint8_t fsel = in.ConsumeIntegral<uint8_t>();
   base.flags = fsel < 128 ? 0u : fsel < 200 ? DDS_FLAG_DEBUG_CHECKS : in.ConsumeIntegral<uint32_t>();
+  base.num_threads = pick_i32(in, {0, 0, 1, 2, 256, -1, 257});
+  // The oldest struct accepted ends before num_threads (appended later); a struct_size that does
+  // not reach num_threads leaves it at its default (0).
+  const size_t v1_size = offsetof(dds_sampler_config, num_threads);
+  // What dds_create reads: the caller's struct_size bytes over the defaults (a struct_size that
+  // ends inside num_threads takes that many of its bytes).
+  int32_t threads = 0;
+  if (struct_size > v1_size)
+    std::memcpy(&threads, reinterpret_cast<const unsigned char*>(&base) + v1_size,
+                std::min(struct_size - v1_size, sizeof threads));
   std::unique_ptr<unsigned char[]> cfgmem(new unsigned char[std::max(struct_size, sizeof base)]);
   std::memset(cfgmem.get(), 0, std::max(struct_size, sizeof base));
   base.struct_size = struct_size;
@@ -108,16 +125,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     st = dds_create(cfg, &s);
   }
 
-  bool valid = struct_size >= sizeof base && base.vocab_size >= 1 && base.max_rows >= 1 &&
+  bool valid = struct_size >= v1_size && base.vocab_size >= 1 && base.max_rows >= 1 &&
                base.max_requests >= 1 && base.max_stash_width >= 0 &&
-               base.max_stash_width <= 1024 && (base.flags & ~(uint32_t)DDS_FLAG_DEBUG_CHECKS) == 0;
+               base.max_stash_width <= 1024 && (base.flags & ~(uint32_t)DDS_FLAG_DEBUG_CHECKS) == 0 &&
+               threads >= 0 && threads <= 256;
   if (nsel >= 16) {
-    if (struct_size < sizeof base) expect = "struct_size";
+    if (struct_size < v1_size) expect = "struct_size";
     else if (base.backend != DDS_BACKEND_CPU && base.backend != DDS_BACKEND_CUDA) expect = "backend";
     else if (base.vocab_size < 1) expect = "vocab_size";
     else if (base.max_rows < 1) expect = "max_rows";
     else if (base.max_requests < 1) expect = "max_requests";
     else if (base.max_stash_width < 0 || base.max_stash_width > 1024) expect = "max_stash_width";
+    else if (base.backend == DDS_BACKEND_CPU && (base.flags & ~(uint32_t)DDS_FLAG_DEBUG_CHECKS) == 0 &&
+             (threads < 0 || threads > 256))
+      expect = "num_threads";
   }
 
   if (st != DDS_OK) {
