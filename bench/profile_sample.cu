@@ -3,7 +3,9 @@
 // [temperature]. Logits are sigma * N(0, 1), sigma = 2 (filled on the device): temperature 0.5 /
 // 0.25 samples rows shaped like sigma 4 / 8 (top-p 0.9 keeps ~62000 of 262144 columns at T = 1). Prints the median call time
 // (CUDA events; unreliable under a profiler, which serialises and replays kernels).
-// DDS_PROFILE_DUMP=file: the last call's outputs written raw to file (for cmp across knobs).
+// --dump FILE: the last call's outputs written raw to FILE (for cmp across builds or plans);
+// --plan SPEC: launch plan overrides (kernels/sample/plan.h, e.g. "small_plain=0,fuse=1"), set
+// through the internal hook (src/testing.h; this program links the static dds_internal).
 #include <dds/dds.h>
 
 #include <algorithm>
@@ -13,8 +15,25 @@
 #include <vector>
 
 #include "profile_common.h"
+#include "sample/plan.h"
+#include "testing.h"
 
 int main(int argc, char** argv) {
+  // Trailing options after the positional arguments: --dump FILE, --plan SPEC.
+  int npos = argc;
+  const char* dump = nullptr;
+  const char* plan = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--", 2) != 0) continue;
+    if (npos == argc) npos = i;
+    if (!std::strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
+    else if (!std::strcmp(argv[i], "--plan") && i + 1 < argc) plan = argv[++i];
+    else {
+      std::printf("dds_profile_sample: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  argc = npos;
   const int bf16 = argc > 1 && !std::strcmp(argv[1], "bf16");
   const int V = argc > 2 ? std::atoi(argv[2]) : 262144, rows = argc > 3 ? std::atoi(argv[3]) : 4096;
   const char* scen = argc > 4 ? argv[4] : "plain";
@@ -30,6 +49,15 @@ int main(int argc, char** argv) {
   fill<<<2048, 256>>>(logits, n, bf16, 12345u);
   dds_sampler* s = make_cuda_sampler(V, rows);
   if (!s) return 1;
+  if (plan) {
+    dds::ksample::SamplePlanOverrides o;
+    const char* err = nullptr;
+    if (!dds::ksample::parse_plan_overrides(plan, &o, &err) ||
+        dds::testing::set_sample_plan(s, o) != DDS_OK) {
+      std::printf("dds_profile_sample: bad --plan at '%s'\n", err ? err : plan);
+      return 2;
+    }
+  }
   dds_sample_args a;
   dds_sample_args_init(&a, sizeof a);
   a.num_rows = rows;
@@ -87,9 +115,9 @@ int main(int argc, char** argv) {
     return false;
   });
   if (med < 0.f) return 1;
-  if (const char* dump = std::getenv("DDS_PROFILE_DUMP")) {
+  if (dump) {
     // The last call's outputs (tokens, argmax, logprob, confidence, margin, entropy), raw bytes:
-    // two runs under different dispatch knobs can be compared with cmp.
+    // two builds, or two launch plans, can be compared with cmp.
     std::vector<int32_t> h((size_t)rows * 6);
     cudaMemcpy(h.data(), out, h.size() * 4, cudaMemcpyDeviceToHost);
     if (FILE* f = std::fopen(dump, "wb")) {

@@ -5,7 +5,7 @@
 // log-prob, outputs ids + log-probs + ranks (as dds_bench's stash scenarios). Logits are
 // sigma * N(0, 1), sigma = 2 (filled on the device). Prints the median call time (CUDA events;
 // unreliable under a profiler, which serialises and replays kernels).
-// DDS_PROFILE_DUMP=file: the last call's outputs (ids, log-probs, ranks) written raw to file (for
+// --dump FILE: the last call's outputs (ids, log-probs, ranks) written raw to FILE (for
 // cmp between two builds of the library). Slots of requests not kept are zero.
 #include <dds/dds.h>
 
@@ -18,6 +18,13 @@
 #include "profile_common.h"
 
 int main(int argc, char** argv) {
+  const char* dump = nullptr;  // trailing option: --dump FILE
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--dump") && i + 1 < argc) {
+      dump = argv[i + 1];
+      argc = i;
+      break;
+    }
   const int bf16 = argc > 1 && !std::strcmp(argv[1], "bf16");
   const int V = argc > 2 ? std::atoi(argv[2]) : 32000, rows = argc > 3 ? std::atoi(argv[3]) : 256;
   const int every = argc > 4 ? std::max(1, std::atoi(argv[4])) : 16;
@@ -63,7 +70,7 @@ int main(int argc, char** argv) {
     return false;
   });
   if (med < 0.f) return 1;
-  if (const char* dump = std::getenv("DDS_PROFILE_DUMP")) {
+  if (dump) {
     std::vector<int32_t> h(outn * 3);
     cudaMemcpy(h.data(), tok, outn * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(h.data() + outn, val, outn * 4, cudaMemcpyDeviceToHost);

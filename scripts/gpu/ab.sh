@@ -30,8 +30,9 @@
 #                  default: the dds_bench stash grid and two odd shapes
 #   BENCH_ARGS     dds_bench arguments (e.g. "--only sample", "--quick"); REPEATS (default 1)
 #   OLD_FLAGS, NEW_FLAGS  extra arguments appended to every program of that side, for builds
-#                  whose programs take them (e.g. a launch plan override); with OLD = NEW this
-#                  compares two plans of one build
+#                  whose programs take them: dds_profile_sample's --plan SPEC (launch plan
+#                  overrides, kernels/sample/plan.h); with OLD = NEW and STEPS=cmp-sample this
+#                  compares two plans of one build, output bytes and median times
 set -u -o pipefail
 . "$(dirname "$0")/lib.sh"
 [ $# -eq 3 ] || dds_gpu_die "usage: scripts/gpu/ab.sh OLD NEW OUT_DIR"
@@ -80,7 +81,7 @@ grid_stash() {
 
 # compare PROGRAM SHAPES: both sides' dumps of each shape compared; 1 if any differs or fails.
 # Each program runs 2 calls (the dump holds the second, step 1). The dump file is named both ways
-# (a trailing --dump FILE, and DDS_PROFILE_DUMP for programs that read it); every positional
+# (a trailing --dump FILE, and DDS_PROFILE_DUMP for older builds' programs); every positional
 # argument is given, so the trailing pair is never read as one.
 compare() {
   local prog=$1 rc=0 s side_dir flags ok
