@@ -261,3 +261,409 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
 %ignore dds_sampler;
 %include "dds/dds.h"
 %include "dds/dds_shard.h"
+
+/* ---- The planned fast path of Sampler.sample (dds/_sample.py: make_plan, Sampler.sample) ----
+ * A plan is what a successful call left in its dds_sample_args, plus how each argument of the
+ * call was read: Sampler.sample passes its 27 arguments (logits, then its keywords in signature
+ * order) as one tuple; each slot of a plan either
+ *   EQ    must equal a recorded value (None, a str, a tuple of str, a dtype, a bool, an int
+ *         or float of the same type and bits): outputs, stats, dtype, stream, ...;
+ *   NUM   is a Python int (or float for float fields) converted into a scalar field with the
+ *         checks of the Python layer (out of range or another type: no match);
+ *   TORCH is an exact torch.Tensor with the recorded dtype, shape, strides and device, whose
+ *         data_ptr() goes into a pointer field;
+ *   NUMPY is an exact numpy.ndarray with the recorded format, shape and byte strides (and
+ *         writable for outputs), whose buffer address goes into a pointer field.
+ * Outputs the plan allocates are made by recorded callables (np.empty / torch.empty partials).
+ * dds_py_sample_planned tries the sampler's plans in order: the first that matches every slot
+ * is patched and run (the GIL released) and the 8 outputs returned in SampleResult order; no
+ * match returns None and Sampler.sample takes the full Python path (its checks and messages).
+ */
+%{
+#include <float.h>
+#include <stddef.h>
+#include <string.h>
+
+#if PY_VERSION_HEX < 0x03090000
+#define PyObject_CallNoArgs(f) PyObject_CallFunctionObjArgs((f), NULL)
+#define PyObject_CallOneArg(f, a) PyObject_CallFunctionObjArgs((f), (a), NULL)
+#define PyObject_CallMethodNoArgs(o, n) PyObject_CallMethodObjArgs((o), (n), NULL)
+#endif
+
+enum { DDS_PY_EQ = 0, DDS_PY_TORCH = 1, DDS_PY_NUMPY = 2, DDS_PY_NUM = 3 };
+enum { DDS_PY_F32 = 0, DDS_PY_I32 = 1, DDS_PY_U32 = 2, DDS_PY_U64 = 3 };
+#define DDS_PY_MAX_SLOTS 32
+#define DDS_PY_MAX_ALLOCS 8
+
+typedef struct {
+  int kind;
+  PyObject* value;  /* EQ: the value; TORCH: the dtype object; NUMPY: the format (str) */
+  PyObject* type;   /* TORCH / NUMPY: the exact type */
+  Py_ssize_t off;   /* offset of the field in dds_sample_args (-1: none) */
+  int ctype;        /* NUM: DDS_PY_F32 ... */
+  long long lo, hi; /* NUM (i32, u32): accepted range */
+  int ndim;
+  Py_ssize_t shape[2], strides[2]; /* TORCH: element strides; NUMPY: byte strides */
+  Py_ssize_t itemsize;             /* NUMPY */
+  int device;                      /* TORCH: -1 cpu, >= 0 the CUDA ordinal */
+  int writable;                    /* NUMPY outputs */
+  int out_index;                   /* position in the result (an out_* array), or -1 */
+} dds_py_slot;
+
+typedef struct {
+  Py_ssize_t off;
+  int out_index;
+  int is_torch;
+  PyObject* factory;
+} dds_py_alloc;
+
+typedef struct {
+  dds_sample_args tmpl;
+  dds_sampler* handle;
+  int nslots, nallocs;
+  dds_py_slot slots[DDS_PY_MAX_SLOTS];
+  dds_py_alloc allocs[DDS_PY_MAX_ALLOCS];
+  PyObject* stream_fn;  /* torch's current raw stream getter, or NULL: stream_const */
+  PyObject* stream_dev; /* its argument */
+  void* stream_const;
+} dds_py_plan;
+
+static PyObject *dds_py_s_dtype, *dds_py_s_shape, *dds_py_s_stride, *dds_py_s_is_cpu,
+    *dds_py_s_is_cuda, *dds_py_s_get_device, *dds_py_s_data_ptr;
+
+static int dds_py_strings(void) {
+  if (dds_py_s_data_ptr) return 0;
+  dds_py_s_dtype = PyUnicode_InternFromString("dtype");
+  dds_py_s_shape = PyUnicode_InternFromString("shape");
+  dds_py_s_stride = PyUnicode_InternFromString("stride");
+  dds_py_s_is_cpu = PyUnicode_InternFromString("is_cpu");
+  dds_py_s_is_cuda = PyUnicode_InternFromString("is_cuda");
+  dds_py_s_get_device = PyUnicode_InternFromString("get_device");
+  dds_py_s_data_ptr = PyUnicode_InternFromString("data_ptr");
+  return dds_py_s_data_ptr ? 0 : -1;
+}
+
+static Py_ssize_t dds_py_field_offset(const char* name) {
+#define DDS_PY_F(f) if (strcmp(name, #f) == 0) return (Py_ssize_t)offsetof(dds_sample_args, f);
+  DDS_PY_F(logits) DDS_PY_F(row_offsets) DDS_PY_F(positions) DDS_PY_F(uncond_logits)
+  DDS_PY_F(uncond_row_offsets) DDS_PY_F(guidance_scales) DDS_PY_F(guidance_scale)
+  DDS_PY_F(temperatures) DDS_PY_F(temperature) DDS_PY_F(top_ks) DDS_PY_F(top_k)
+  DDS_PY_F(top_ps) DDS_PY_F(top_p) DDS_PY_F(min_ps) DDS_PY_F(min_p) DDS_PY_F(seeds)
+  DDS_PY_F(seed) DDS_PY_F(steps) DDS_PY_F(step) DDS_PY_F(banned_token) DDS_PY_F(tokens)
+  DDS_PY_F(logprobs) DDS_PY_F(argmax) DDS_PY_F(confidence) DDS_PY_F(margin) DDS_PY_F(entropy)
+  DDS_PY_F(probs) DDS_PY_F(request_status)
+#undef DDS_PY_F
+  return -1;
+}
+
+static void dds_py_plan_free(PyObject* cap) {
+  dds_py_plan* p = (dds_py_plan*)PyCapsule_GetPointer(cap, "dds_py_plan");
+  if (!p) return;
+  for (int i = 0; i < p->nslots; ++i) {
+    Py_XDECREF(p->slots[i].value);
+    Py_XDECREF(p->slots[i].type);
+  }
+  for (int i = 0; i < p->nallocs; ++i) Py_XDECREF(p->allocs[i].factory);
+  Py_XDECREF(p->stream_fn);
+  Py_XDECREF(p->stream_dev);
+  free(p);
+}
+
+/* A tuple of ints of length <= 2 into out[]; -1 on anything else (no Python error left). */
+static int dds_py_dims(PyObject* t, Py_ssize_t* out) {
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > 2) return -1;
+  Py_ssize_t n = PyTuple_GET_SIZE(t);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    out[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+    if (out[i] == -1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+  }
+  return (int)n;
+}
+
+static int dds_py_same_dims(PyObject* t, int ndim, const Py_ssize_t* want) {
+  if (!t) { PyErr_Clear(); return 0; }
+  int ok = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == ndim;
+  for (int i = 0; ok && i < ndim; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(t, i);
+    ok = PyLong_CheckExact(v) && PyLong_AsSsize_t(v) == want[i];
+  }
+  if (PyErr_Occurred()) { PyErr_Clear(); ok = 0; }
+  Py_DECREF(t);
+  return ok;
+}
+
+static int dds_py_eq(PyObject* v, PyObject* want) {
+  if (v == want) return 1;
+  if (Py_TYPE(v) != Py_TYPE(want)) return 0;
+  if (PyFloat_CheckExact(v)) {
+    double a = PyFloat_AS_DOUBLE(v), b = PyFloat_AS_DOUBLE(want);
+    return memcmp(&a, &b, sizeof a) == 0;
+  }
+  if (PyLong_CheckExact(v) || PyUnicode_CheckExact(v) || PyTuple_CheckExact(v)) {
+    int r = PyObject_RichCompareBool(v, want, Py_EQ);
+    if (r < 0) { PyErr_Clear(); return 0; }
+    return r;
+  }
+  return 0;
+}
+
+/* NUM: the value into the scalar field, with the Python layer's checks; 0 if it does not fit. */
+static int dds_py_num(PyObject* v, const dds_py_slot* s, char* args) {
+  if (s->ctype == DDS_PY_F32) {
+    double d;
+    if (PyFloat_CheckExact(v)) d = PyFloat_AS_DOUBLE(v);
+    else if (PyLong_CheckExact(v)) {
+      d = PyLong_AsDouble(v);
+      if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    } else return 0;
+    if (d < -FLT_MAX || d > FLT_MAX) return 0; /* SWIG's float conversion raises: slow path */
+    *(float*)(args + s->off) = (float)d;
+    return 1;
+  }
+  if (!PyLong_CheckExact(v)) return 0;
+  if (s->ctype == DDS_PY_U64) {
+    unsigned long long u = PyLong_AsUnsignedLongLong(v);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    *(uint64_t*)(args + s->off) = (uint64_t)u;
+    return 1;
+  }
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+  if (x < s->lo || x > s->hi) return 0;
+  if (s->ctype == DDS_PY_U32) *(uint32_t*)(args + s->off) = (uint32_t)x;
+  else *(int32_t*)(args + s->off) = (int32_t)x;
+  return 1;
+}
+
+static void* dds_py_torch_ptr(PyObject* o) {
+  PyObject* r = PyObject_CallMethodNoArgs(o, dds_py_s_data_ptr);
+  if (!r) return NULL;
+  void* p = PyLong_AsVoidPtr(r);
+  Py_DECREF(r);
+  return p;
+}
+
+static int dds_py_torch_match(PyObject* o, const dds_py_slot* s, void** ptr) {
+  if ((PyObject*)Py_TYPE(o) != s->type) return 0;
+  PyObject* t = PyObject_GetAttr(o, dds_py_s_dtype);
+  if (!t) { PyErr_Clear(); return 0; }
+  Py_DECREF(t);
+  if (t != s->value) return 0;
+  if (!dds_py_same_dims(PyObject_GetAttr(o, dds_py_s_shape), s->ndim, s->shape)) return 0;
+  if (!dds_py_same_dims(PyObject_CallMethodNoArgs(o, dds_py_s_stride), s->ndim, s->strides))
+    return 0;
+  t = PyObject_GetAttr(o, s->device < 0 ? dds_py_s_is_cpu : dds_py_s_is_cuda);
+  if (!t) { PyErr_Clear(); return 0; }
+  Py_DECREF(t);
+  if (t != Py_True) return 0;
+  if (s->device >= 0) {
+    t = PyObject_CallMethodNoArgs(o, dds_py_s_get_device);
+    if (!t) { PyErr_Clear(); return 0; }
+    long dev = PyLong_AsLong(t);
+    Py_DECREF(t);
+    if (dev != s->device) { PyErr_Clear(); return 0; }
+  }
+  *ptr = dds_py_torch_ptr(o);
+  if (!*ptr && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+  return 1;
+}
+
+static int dds_py_numpy_match(PyObject* o, const dds_py_slot* s, void** ptr) {
+  if ((PyObject*)Py_TYPE(o) != s->type) return 0;
+  Py_buffer v;
+  if (PyObject_GetBuffer(o, &v, PyBUF_RECORDS_RO | (s->writable ? PyBUF_WRITABLE : 0)) != 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  int ok = v.ndim == s->ndim && v.itemsize == s->itemsize && v.format &&
+           PyUnicode_CompareWithASCIIString(s->value, v.format) == 0;
+  for (int i = 0; ok && i < s->ndim; ++i)
+    ok = v.shape[i] == s->shape[i] && v.strides[i] == s->strides[i];
+  *ptr = v.buf;
+  PyBuffer_Release(&v);
+  return ok;
+}
+%}
+
+%inline %{
+/* A plan (a capsule) from the args a successful call ran with; see the comment above.
+ * slots: tuple of (EQ, value) | (TORCH, field, type, dtype, shape, strides, device, out_index)
+ * | (NUMPY, field, type, format, itemsize, shape, byte_strides, writable, out_index)
+ * | (NUM, field, ctype, lo, hi); allocs: tuple of (field, out_index, is_torch, factory). */
+PyObject* dds_py_plan_new(dds_sampler* handle, dds_sample_args* tmpl, PyObject* slots,
+                          PyObject* allocs, PyObject* stream_fn, PyObject* stream_dev,
+                          PyObject* stream_const) {
+  if (dds_py_strings() != 0) return NULL;
+  if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) > DDS_PY_MAX_SLOTS ||
+      !PyTuple_Check(allocs) || PyTuple_GET_SIZE(allocs) > DDS_PY_MAX_ALLOCS) {
+    PyErr_SetString(PyExc_ValueError, "dds_py_plan_new: slots / allocs");
+    return NULL;
+  }
+  dds_py_plan* p = (dds_py_plan*)calloc(1, sizeof(dds_py_plan));
+  if (!p) return PyErr_NoMemory();
+  PyObject* cap = PyCapsule_New(p, "dds_py_plan", dds_py_plan_free);
+  if (!cap) { free(p); return NULL; }
+  memcpy(&p->tmpl, tmpl, sizeof p->tmpl);
+  p->handle = handle;
+  if (dds_py_as_ptr(stream_const, &p->stream_const) != 0) goto fail;
+  if (stream_fn != Py_None) {
+    Py_INCREF(stream_fn); p->stream_fn = stream_fn;
+    Py_INCREF(stream_dev); p->stream_dev = stream_dev;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); ++i) {
+    PyObject* t = PyTuple_GET_ITEM(slots, i);
+    dds_py_slot* s = &p->slots[i];
+    p->nslots = (int)i + 1;
+    s->off = -1;
+    s->out_index = -1;
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 2) goto bad;
+    s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
+    if (s->kind == DDS_PY_EQ) {
+      s->value = PyTuple_GET_ITEM(t, 1); Py_INCREF(s->value);
+      continue;
+    }
+    const char* field = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 1));
+    if (!field) goto fail;
+    s->off = dds_py_field_offset(field);
+    if (s->off < 0) goto bad;
+    if (s->kind == DDS_PY_NUM && PyTuple_GET_SIZE(t) == 5) {
+      s->ctype = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
+      s->lo = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+      s->hi = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 4));
+    } else if (s->kind == DDS_PY_TORCH && PyTuple_GET_SIZE(t) == 8) {
+      s->type = PyTuple_GET_ITEM(t, 2); Py_INCREF(s->type);
+      s->value = PyTuple_GET_ITEM(t, 3); Py_INCREF(s->value);
+      s->ndim = dds_py_dims(PyTuple_GET_ITEM(t, 4), s->shape);
+      if (s->ndim < 0 || dds_py_dims(PyTuple_GET_ITEM(t, 5), s->strides) != s->ndim) goto bad;
+      s->device = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 6));
+      s->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 7));
+    } else if (s->kind == DDS_PY_NUMPY && PyTuple_GET_SIZE(t) == 9) {
+      s->type = PyTuple_GET_ITEM(t, 2); Py_INCREF(s->type);
+      s->value = PyTuple_GET_ITEM(t, 3); Py_INCREF(s->value);
+      if (!PyUnicode_Check(s->value)) goto bad;
+      s->itemsize = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 4));
+      s->ndim = dds_py_dims(PyTuple_GET_ITEM(t, 5), s->shape);
+      if (s->ndim < 0 || dds_py_dims(PyTuple_GET_ITEM(t, 6), s->strides) != s->ndim) goto bad;
+      s->writable = PyObject_IsTrue(PyTuple_GET_ITEM(t, 7));
+      s->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 8));
+    } else {
+      goto bad;
+    }
+    if (PyErr_Occurred()) goto fail;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(allocs); ++i) {
+    PyObject* t = PyTuple_GET_ITEM(allocs, i);
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) goto bad;
+    dds_py_alloc* al = &p->allocs[i];
+    const char* field = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 0));
+    if (!field) goto fail;
+    al->off = dds_py_field_offset(field);
+    al->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+    al->is_torch = PyObject_IsTrue(PyTuple_GET_ITEM(t, 2));
+    al->factory = PyTuple_GET_ITEM(t, 3); Py_INCREF(al->factory);
+    p->nallocs = (int)i + 1;
+    if (al->off < 0 || al->out_index < 0 || al->out_index >= 8) goto bad;
+    if (PyErr_Occurred()) goto fail;
+  }
+  return cap;
+bad:
+  PyErr_SetString(PyExc_ValueError, "dds_py_plan_new: malformed slot or alloc");
+fail:
+  Py_DECREF(cap);
+  return NULL;
+}
+
+/* Runs the first of `plans` (a list of dds_py_plan_new capsules) that matches `vals` (the call's
+ * 27 arguments); returns the 8 outputs, or None when no plan matches (nothing ran). */
+PyObject* dds_py_sample_planned(PyObject* plans, PyObject* vals) {
+  if (!PyList_Check(plans) || !PyTuple_Check(vals)) {
+    PyErr_SetString(PyExc_TypeError, "dds_py_sample_planned: (list, tuple)");
+    return NULL;
+  }
+  Py_ssize_t nplans = PyList_GET_SIZE(plans), nvals = PyTuple_GET_SIZE(vals);
+  for (Py_ssize_t k = 0; k < nplans; ++k) {
+    dds_py_plan* p =
+        (dds_py_plan*)PyCapsule_GetPointer(PyList_GET_ITEM(plans, k), "dds_py_plan");
+    if (!p) return NULL;
+    if (p->nslots != nvals) continue;
+    dds_sample_args a;
+    memcpy(&a, &p->tmpl, sizeof a);
+    char* base = (char*)&a;
+    PyObject* outs[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    int ok = 1;
+    for (int i = 0; ok && i < p->nslots; ++i) {
+      const dds_py_slot* s = &p->slots[i];
+      PyObject* v = PyTuple_GET_ITEM(vals, i);
+      void* ptr = NULL;
+      switch (s->kind) {
+        case DDS_PY_EQ: ok = dds_py_eq(v, s->value); break;
+        case DDS_PY_NUM: ok = dds_py_num(v, s, base); break;
+        case DDS_PY_TORCH: ok = dds_py_torch_match(v, s, &ptr); break;
+        default: ok = dds_py_numpy_match(v, s, &ptr); break;
+      }
+      if (ok && (s->kind == DDS_PY_TORCH || s->kind == DDS_PY_NUMPY)) {
+        memcpy(base + s->off, &ptr, sizeof ptr);
+        if (s->out_index >= 0) outs[s->out_index] = v;
+      }
+    }
+    if (!ok) continue;
+    /* Matched: borrowed references for the given outputs, new ones for the allocated. */
+    for (int j = 0; j < 8; ++j) Py_XINCREF(outs[j]);
+    void* stream = p->stream_const;
+    PyObject* result = NULL;
+    for (int i = 0; i < p->nallocs; ++i) {
+      const dds_py_alloc* al = &p->allocs[i];
+      PyObject* o = PyObject_CallNoArgs(al->factory);
+      if (!o) goto done;
+      outs[al->out_index] = o;
+      void* ptr;
+      if (al->is_torch) {
+        ptr = dds_py_torch_ptr(o);
+        if (!ptr && PyErr_Occurred()) goto done;
+      } else {
+        Py_buffer v;
+        if (PyObject_GetBuffer(o, &v, PyBUF_SIMPLE | PyBUF_WRITABLE) != 0) goto done;
+        ptr = v.buf;
+        PyBuffer_Release(&v);
+      }
+      memcpy(base + al->off, &ptr, sizeof ptr);
+    }
+    if (p->stream_fn) {
+      PyObject* r = PyObject_CallOneArg(p->stream_fn, p->stream_dev);
+      if (!r) goto done;
+      stream = PyLong_AsVoidPtr(r);
+      Py_DECREF(r);
+      if (!stream && PyErr_Occurred()) goto done;
+    }
+    if (k > 0) { /* most recently used first */
+      PyObject* cap = PyList_GET_ITEM(plans, k);
+      Py_INCREF(cap);
+      if (PySequence_DelItem(plans, k) != 0 || PyList_Insert(plans, 0, cap) != 0) {
+        Py_DECREF(cap);
+        goto done;
+      }
+      Py_DECREF(cap);
+    }
+    dds_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = dds_sample(p->handle, &a, (dds_stream)stream);
+    Py_END_ALLOW_THREADS
+    if (st != DDS_OK) {
+      dds_py_raise(st);
+      goto done;
+    }
+    result = PyTuple_New(8);
+    if (!result) goto done;
+    for (int j = 0; j < 8; ++j) {
+      PyObject* o = outs[j] ? outs[j] : Py_None;
+      Py_INCREF(o);
+      PyTuple_SET_ITEM(result, j, o);
+    }
+  done:
+    for (int j = 0; j < 8; ++j) Py_XDECREF(outs[j]);
+    return result;
+  }
+  Py_RETURN_NONE;
+}
+%}

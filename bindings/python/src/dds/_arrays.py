@@ -179,7 +179,7 @@ def _np_name(dt: np.dtype) -> str:
     return name
 
 
-def _np_address(a: np.ndarray) -> int:
+def np_address(a: np.ndarray) -> int:
     try:
         return _address(a)
     except Exception:  # pragma: no cover - dtypes without buffer support
@@ -200,7 +200,7 @@ def _describe_numpy(a: np.ndarray, name: str) -> ArrayInfo:
         raise ValueError(f"{name}: strides {bs} bytes are not a multiple of the element "
                          f"size {item}")
     nm = _NP_NAMES.get(dt)
-    return ArrayInfo(_np_address(a), a.shape, st, nm if nm is not None else _np_name(dt), HOST,
+    return ArrayInfo(np_address(a), a.shape, st, nm if nm is not None else _np_name(dt), HOST,
                      "numpy", a)
 
 
@@ -271,6 +271,7 @@ class CallContext:
         self.keep: List[Any] = []
         self.stream = stream  # int (cudaStream_t) on cuda, 0 on cpu
         self.stream_given = stream_given
+        self.converted = False  # a host value was converted or copied (the call has no plan)
         self._stream_obj: Any = None
 
     # -- allocation -------------------------------------------------------------------------
@@ -525,6 +526,7 @@ def vector(value: Any, name: str, ctx: CallContext, dtype: str, length: Optional
             if info is None and not is_host_sequence(value):
                 raise TypeError(f"{name}: expected an array or a list, got "
                                 f"{type(value).__name__}")
+            ctx.converted = True
             host = host_convert(value, name, dtype)
             if host.ndim != 1:
                 raise ValueError(f"{name}: expected a 1-D array, got shape {host.shape}")

@@ -7,15 +7,24 @@ keyword list and its defaults live in Sampler.sample's signature only.
 
 The per-call path is written for a low host cost: each array is described once, values equal to
 the C defaults are skipped (the reset struct holds them), and outputs are validated and
-addressed in one pass.
+addressed in one pass. A call that succeeded leaves a plan (make_plan): how each argument was
+read and the args it produced. Sampler.sample hands its arguments to the C function
+dds_py_sample_planned first, which runs the call when a plan matches every argument (same
+array kinds, dtypes, shapes, strides and devices; the same non-numeric keywords) and patches
+pointers and per-request scalars only; otherwise the full path here runs, with its checks and
+messages, and records a plan.
 """
 
 from __future__ import annotations
 
 import numbers
+import functools
+import sys
 from typing import Any, Dict, Optional, Tuple
 
-from . import _dds
+import numpy as np
+
+from . import _arrays, _dds
 from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, describe, dtype_name, matrix,
                       out_vector_ptr, vector)
 
@@ -222,6 +231,120 @@ def build_sample_args(sampler: Any, shard_cols: Optional[int], logits: Any, kw: 
                          "argmax, confidence, margin, entropy, probs (or pass an out_* "
                          "array)")
     return res, ctx
+
+
+# -- plans (see the module docstring and dds.i's dds_py_sample_planned) -------------------------
+# Sampler.sample's arguments in the order it passes them to dds_py_sample_planned (checked
+# against its signature when dds._sampler is imported).
+PLAN_SLOTS = ("logits", "row_offsets", "positions", "uncond_logits", "uncond_row_offsets",
+              "guidance_scale", "temperature", "top_k", "top_p", "min_p", "seed", "step",
+              "banned_token", "stats", "outputs", "dtype", "probs_dtype", "out_tokens",
+              "out_logprobs", "out_argmax", "out_confidence", "out_margin", "out_entropy",
+              "out_probs", "out_request_status", "stream")
+MAX_PLANS = 4  # per sampler, most recently used first
+_EQ, _TORCH, _NUMPY, _NUM = 0, 1, 2, 3  # slot kinds of dds.i
+_F32, _I32, _U32, _U64 = 0, 1, 2, 3
+# argument -> pointer field it may be passed in without a copy
+_ARRAY_FIELDS = {"logits": "logits", "row_offsets": "row_offsets", "positions": "positions",
+                 "uncond_logits": "uncond_logits", "uncond_row_offsets": "uncond_row_offsets",
+                 **{p[0]: p[1] for p in _REQUEST_PARAMS},
+                 **{"out_" + n: n for n in SAMPLE_OUTPUTS}}
+_OUT_INDEX = {n: i for i, n in enumerate(SAMPLE_OUTPUTS)}
+# per-request scalars -> (field, C type, lo, hi) with check_int's / check_float's rules
+_NUM_SLOTS = {"guidance_scale": ("guidance_scale", _F32, 0, 0),
+              "temperature": ("temperature", _F32, 0, 0),
+              "top_k": ("top_k", _I32, -(2 ** 31), 2 ** 31 - 1),
+              "top_p": ("top_p", _F32, 0, 0), "min_p": ("min_p", _F32, 0, 0),
+              "seed": ("seed", _U64, 0, 0), "step": ("step", _U32, 0, 2 ** 32 - 1)}
+_EQ_TYPES = (type(None), bool, int, float, str)
+
+
+def _eq_value(v: Any) -> bool:
+    """Whether a keyword value can be matched by equality (immutable, compared by C)."""
+    t = type(v)
+    if t in _EQ_TYPES:
+        return True
+    if t is tuple:
+        return all(type(x) is str for x in v)
+    torch = sys.modules.get("torch")
+    return torch is not None and t is torch.dtype
+
+
+def _array_slot(v: Any, field: str, ptr: int, out_index: int) -> Optional[tuple]:
+    """The slot of an array the call used in place (its pointer is in the field), or None."""
+    if type(v) is np.ndarray:
+        if v.ndim > 2 or _arrays.np_address(v) != ptr:
+            return None
+        try:
+            m = memoryview(v)
+        except Exception:  # dtypes without the buffer protocol (ml_dtypes.bfloat16)
+            return None
+        return (_NUMPY, field, np.ndarray, m.format, m.itemsize, tuple(m.shape),
+                tuple(m.strides), out_index >= 0, out_index)
+    if v.dim() > 2 or v.data_ptr() != ptr:
+        return None
+    if v.is_cpu:
+        dev = -1
+    elif v.is_cuda:
+        dev = v.get_device()
+    else:
+        return None
+    return (_TORCH, field, type(v), v.dtype, tuple(v.shape), tuple(v.stride()), dev, out_index)
+
+
+def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[str, Any],
+              ctx: CallContext) -> Any:
+    """The plan of a call that just succeeded with args `a` (a dds_py_plan_new capsule), or None
+    when the call cannot be repeated by patching: host values converted or copied, arrays of
+    other libraries, stream objects, outputs allocated on a given stream."""
+    if ctx.converted or ctx.lib not in ("numpy", "torch"):
+        return None
+    tensor = _arrays.torch_tensor_type()
+    slots = []
+    for name in PLAN_SLOTS:
+        v = logits if name == "logits" else kw[name]
+        t = type(v)
+        if t is np.ndarray or (t is tensor and tensor is not None):
+            field = _ARRAY_FIELDS.get(name)
+            slot = None if field is None else _array_slot(v, field, getattr(a, field),
+                                                          _OUT_INDEX.get(name[4:], -1))
+            if slot is None:
+                return None
+        elif name in _NUM_SLOTS and (t is int or (t is float and _NUM_SLOTS[name][1] == _F32)):
+            slot = (_NUM,) + _NUM_SLOTS[name]
+        elif name == "banned_token" and t is int:
+            slot = (_NUM, "banned_token", _I32, -1, sampler.vocab_size - 1)
+        elif _eq_value(v):
+            slot = (_EQ, v)
+        else:
+            return None
+        slots.append(slot)
+    allocs = []
+    for key, arr in res.items():
+        if kw["out_" + key] is not None:
+            continue  # a given output: one of the slots
+        if ctx.lib == "numpy":
+            try:
+                memoryview(arr)
+            except Exception:
+                return None
+            factory = functools.partial(np.empty, arr.shape, arr.dtype)
+        else:
+            if ctx.stream_given:
+                return None  # allocated under the given stream: not repeated here
+            torch = sys.modules["torch"]
+            factory = functools.partial(torch.empty, tuple(arr.shape), dtype=arr.dtype,
+                                        device=arr.device)
+        allocs.append((key, _OUT_INDEX[key], ctx.lib == "torch", factory))
+    stream_fn = stream_dev = None
+    if ctx.backend == "cuda" and not ctx.stream_given:
+        torch = sys.modules.get("torch")
+        stream_fn = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        if ctx.lib != "torch" or stream_fn is None:
+            return None
+        stream_dev = ctx.device
+    return _dds.dds_py_plan_new(sampler._handle, a, tuple(slots), tuple(allocs), stream_fn,
+                                stream_dev, ctx.stream if ctx.stream_given else 0)
 
 
 def result_tuple(res: Dict[str, Any]) -> Tuple[Any, ...]:

@@ -32,8 +32,8 @@ from ._arrays import (
 # Re-exported: the result types and names of every call live here for dds/__init__.py.
 from ._decode import (REVEAL_OUTPUTS, REVEAL_POLICIES, VERIFY_OUTPUTS,  # noqa: F401
                       DecodeCalls, RevealResult, VerifyResult)
-from ._sample import (LOGIT_DTYPES, SAMPLE_OUTPUTS, build_sample_args,  # noqa: F401
-                      check_float, check_int, result_tuple)
+from ._sample import (LOGIT_DTYPES, MAX_PLANS, PLAN_SLOTS, SAMPLE_OUTPUTS,  # noqa: F401
+                      build_sample_args, check_float, check_int, make_plan, result_tuple)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._shard import ShardCall, ShardPlan
@@ -73,6 +73,7 @@ _BACKENDS = {"cpu": _dds.DDS_BACKEND_CPU, "cuda": _dds.DDS_BACKEND_CUDA}
 
 
 _FAST_SCALARS = (int, float)
+_sample_planned = _dds.dds_py_sample_planned
 
 # torch.compiler.is_compiling once torch is loaded and dds's custom ops are registered
 # (enable_torch); None before. Read by Sampler.sample on every call.
@@ -158,6 +159,7 @@ class Sampler(DecodeCalls):
         cfg.num_threads = self.num_threads
         self._lock = threading.Lock()
         self._sargs = _dds.dds_sample_args()  # reused by sample(), reset per call
+        self._plans: list = []  # sample()'s plans (dds_py_plan_new capsules), newest first
         self._handle = _dds.dds_create(cfg)
         # The id torch custom ops name this sampler by (dds._torch_ops; torch.compile).
         self._op_id: int = next(_IDS)
@@ -188,6 +190,7 @@ class Sampler(DecodeCalls):
             h, self._handle = self._handle, None
             if h is None:
                 return
+            self._plans.clear()  # they hold the raw handle
             if self.backend == "cuda":
                 _synchronize(self.device)
             _dds.dds_destroy(h)
@@ -254,6 +257,7 @@ class Sampler(DecodeCalls):
         info = None if is_host_sequence(row_offsets) else describe(row_offsets, name)
         host: Optional[np.ndarray] = None
         if info is None or info.on_host:
+            ctx.converted = True  # its values are checked here: not repeated by a plan
             host = host_convert(row_offsets, name, "int32")
             if host.ndim != 1 or host.shape[0] < 2:
                 raise ValueError(f"{name}: expected a 1-D array of num_requests + 1 >= 2 "
@@ -367,10 +371,20 @@ class Sampler(DecodeCalls):
                 guidance_scale, temperature, top_k, top_p, min_p, seed, step, banned_token,
                 stats, outputs, dtype, probs_dtype, out_tokens, out_logprobs, out_argmax,
                 out_confidence, out_margin, out_entropy, out_probs, out_request_status, stream)
+        with self._lock:  # a plan of an earlier call that matches every argument (_sample.py)
+            done = _sample_planned(self._plans, (
+                logits, row_offsets, positions, uncond_logits, uncond_row_offsets,
+                guidance_scale, temperature, top_k, top_p, min_p, seed, step, banned_token,
+                stats, outputs, dtype, probs_dtype, out_tokens, out_logprobs, out_argmax,
+                out_confidence, out_margin, out_entropy, out_probs, out_request_status, stream))
+        if done is not None:
+            return tuple.__new__(SampleResult, done)
+        del done
         return self._sample_kw(logits, locals())
 
     def _sample_kw(self, logits: ArrayLike, kw: Dict[str, Any]) -> SampleResult:
-        """sample() with its keywords as a dict holding every keyword (its locals())."""
+        """sample() with its keywords as a dict holding every keyword (its locals()); leaves
+        the call's plan for the next ones."""
         with self._lock:
             h = self._handle
             if h is None:
@@ -379,6 +393,11 @@ class Sampler(DecodeCalls):
             a.reset()
             res, ctx = build_sample_args(self, None, logits, kw, a)
             _dds.dds_sample(h, a, ctx.stream)
+            plan = make_plan(self, logits, kw, a, res, ctx)
+            if plan is not None:
+                plans = self._plans
+                plans.insert(0, plan)
+                del plans[MAX_PLANS:]
         return tuple.__new__(SampleResult, result_tuple(res))
 
     def _sample_args(self, shard_cols: Optional[int], logits: ArrayLike,
@@ -701,6 +720,10 @@ class Sampler(DecodeCalls):
 SAMPLE_DEFAULTS: Dict[str, Any] = {
     p.name: p.default for p in inspect.signature(Sampler.sample).parameters.values()
     if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+if ("logits",) + tuple(SAMPLE_DEFAULTS) != PLAN_SLOTS:  # pragma: no cover - a coding error
+    raise ImportError("dds: _sample.PLAN_SLOTS differs from Sampler.sample's signature")
 
 
 def sample_keywords(kwargs: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,0 +1,204 @@
+"""Sampler.sample's plans (dds/_sample.py make_plan, dds.i dds_py_sample_planned): a call that
+matches the plan of an earlier one runs from C with its pointers and per-request scalars patched.
+Its outputs must equal those of the full Python path (a fresh sampler) for every kind of
+argument, and a call that differs from the plan in any checked way must take the full path, with
+its errors and messages."""
+
+import numpy as np
+import pytest
+
+import dds
+
+from conftest import bf16_bits
+
+V = 300
+ROWS = 6
+
+
+def _logits(seed, rows=ROWS, v=V):
+    return np.random.default_rng(seed).standard_normal((rows, v)).astype(np.float32) * 3
+
+
+def _outs(rows=ROWS, v=V, probs=False):
+    o = dict(out_tokens=np.full(rows, -7, np.int32), out_confidence=np.full(rows, -7, np.float32),
+             out_entropy=np.full(rows, -7, np.float32), out_logprobs=np.full(rows, -7, np.float32))
+    if probs:
+        o["out_probs"] = np.full((rows, v), -7, np.float32)
+    return o
+
+
+OFFS = np.array([0, 2, 3, 6], np.int32)  # host row_offsets: checked in Python, no plan
+# (first call's keywords, second call's keywords): the second differs in what a plan patches.
+CASES = {
+    "defaults": (dict(), dict()),
+    "scalars": (dict(temperature=0.7, top_k=50, top_p=0.9, min_p=0.01, seed=3, step=1),
+                dict(temperature=1.3, top_k=7, top_p=0.5, min_p=0.0, seed=2 ** 64 - 1,
+                     step=2 ** 32 - 1)),
+    "int_temperature": (dict(temperature=2), dict(temperature=1)),
+    "greedy": (dict(temperature=0.0), dict(temperature=0.0, seed=9)),
+    "banned": (dict(banned_token=-1), dict(banned_token=5)),
+    "per_request_arrays": (
+        dict(temperature=np.array([0.5, 1, 1.5, 2, 0.7, 0.9], np.float32),
+             seed=np.arange(ROWS, dtype=np.uint64), step=np.full(ROWS, 4, np.uint32),
+             top_k=np.array([0, 3, 10, 0, 1, 300], np.int32)),
+        dict(temperature=np.array([1.5, 0, 0.2, 1, 1, 3], np.float32),
+             seed=np.arange(10, 10 + ROWS, dtype=np.uint64), step=np.full(ROWS, 9, np.uint32),
+             top_k=np.array([2, 0, 0, 5, 0, 1], np.int32))),
+    "positions_guided": (
+        dict(positions=np.arange(ROWS, dtype=np.int32) * 3, uncond_logits=_logits(50),
+             guidance_scale=1.5, stats="guided"),
+        dict(positions=np.arange(ROWS, dtype=np.int32)[::-1].copy(), uncond_logits=_logits(51),
+             guidance_scale=0.5, stats="guided")),
+    "probs_status": (dict(outputs=("probs", "request_status", "margin")),
+                     dict(outputs=("probs", "request_status", "margin"), seed=4)),
+}
+
+
+def _run_both(case, make_outs):
+    kw1, kw2 = CASES[case]
+    with dds.Sampler(vocab_size=V, max_rows=16) as a, dds.Sampler(vocab_size=V, max_rows=16) as b:
+        a.sample(_logits(1), **kw1, **make_outs())
+        n_plans = len(a._plans)
+        x2 = _logits(2)
+        fast = a.sample(x2, **kw2, **make_outs())
+        assert len(a._plans) == n_plans == 1, "the second call did not run from the plan"
+        full = b.sample(x2, **kw2, **make_outs())
+    return fast, full
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_planned_call_equals_the_full_path(case):
+    probs = "probs" in str(CASES[case][0].get("outputs", ""))
+    fast, full = _run_both(case, (lambda: {}) if probs else _outs)
+    for name, f, g in zip(dds.SampleResult._fields, fast, full):
+        assert (f is None) == (g is None), name
+        if f is not None:
+            np.testing.assert_array_equal(f, g, err_msg=name)
+    assert fast.tokens is None or (fast.tokens >= 0).all()
+
+
+def test_planned_call_allocates_new_outputs_each_time():
+    with dds.Sampler(vocab_size=V) as s:
+        x = _logits(3)
+        r1 = s.sample(x, outputs=("tokens", "entropy"), seed=1)
+        r2 = s.sample(x, outputs=("tokens", "entropy"), seed=1)
+        assert len(s._plans) == 1
+        assert r1.tokens is not r2.tokens and not np.shares_memory(r1.tokens, r2.tokens)
+        np.testing.assert_array_equal(r1.tokens, r2.tokens)
+        np.testing.assert_array_equal(r1.entropy, r2.entropy)
+
+
+def test_planned_raw_bfloat16_words_and_row_stride():
+    wide = bf16_bits(_logits(4, v=V + 20))
+    x = wide[:, :V]  # row stride V + 20
+    with dds.Sampler(vocab_size=V) as a, dds.Sampler(vocab_size=V) as b:
+        a.sample(x, dtype="bfloat16", seed=1, outputs=("tokens", "confidence"))
+        fast = a.sample(x, dtype="bfloat16", seed=2, outputs=("tokens", "confidence"))
+        assert len(a._plans) == 1
+        full = b.sample(x, dtype="bfloat16", seed=2, outputs=("tokens", "confidence"))
+        np.testing.assert_array_equal(fast.tokens, full.tokens)
+        np.testing.assert_array_equal(fast.confidence, full.confidence)
+        # the same words without the dtype keyword: not the plan (it needs dtype="bfloat16")
+        with pytest.raises(TypeError, match="logits: dtype uint16 is not supported"):
+            a.sample(x, seed=2)
+
+
+def _planned_sampler():
+    s = dds.Sampler(vocab_size=V, max_rows=ROWS)
+    s.sample(_logits(5), **_outs())
+    assert len(s._plans) == 1
+    return s
+
+
+@pytest.mark.parametrize("change, exc, match", [
+    (dict(out_tokens=np.zeros(ROWS, np.float32)), TypeError, "out_tokens: dtype must be int32"),
+    (dict(out_tokens=np.zeros(ROWS + 1, np.int32)), ValueError, r"out_tokens: expected shape"),
+    (dict(out_entropy=np.zeros((ROWS, 2), np.float32)[:, 0]), ValueError,
+     "out_entropy: must be contiguous"),
+    (dict(logits=_logits(6, rows=ROWS + 1)), ValueError, "logits: 7 rows exceed"),
+    (dict(logits=_logits(6).astype(np.float64)), TypeError, "logits: dtype float64"),
+    (dict(logits=np.asfortranarray(_logits(6))), ValueError, "logits: column stride must be 1"),
+    (dict(temperature=1e300), OverflowError, "temperature"),
+    (dict(temperature=-1.0), dds.ArgumentError, r"args->temperature \(-1\)"),
+    (dict(temperature=True), TypeError, "temperature: expected a float"),
+    (dict(top_k=2 ** 31), ValueError, "top_k: 2147483648 is outside"),
+    (dict(top_k=1.5), TypeError, "top_k: expected an int"),
+    (dict(seed=-1), ValueError, "seed: -1 is outside"),
+    (dict(step=2 ** 32), ValueError, "step: 4294967296 is outside"),
+    (dict(banned_token=V), ValueError, f"banned_token: {V} is outside"),
+    (dict(stats="bogus"), ValueError, "stats: must be 'processed' or 'guided'"),
+    (dict(outputs=("tokens", "bogus")), ValueError, "outputs: unknown output 'bogus'"),
+    (dict(stream=1), ValueError, "stream: the cpu backend runs synchronously"),
+    (dict(temperature=[1.0] * (ROWS - 1)), ValueError, "temperature: has 5 elements"),
+])
+def test_a_call_unlike_the_plan_gets_the_full_checks(change, exc, match):
+    s = _planned_sampler()
+    kw = _outs()
+    kw.update(change)
+    x = kw.pop("logits", _logits(5))
+    with pytest.raises(exc, match=match):
+        s.sample(x, **kw)
+    s.close()
+
+
+def test_read_only_output_and_changed_arrays_after_a_plan():
+    s = _planned_sampler()
+    kw = _outs()
+    kw["out_tokens"].setflags(write=False)
+    with pytest.raises(ValueError, match="out_tokens: array is read-only"):
+        s.sample(_logits(5), **kw)
+    kw = _outs()
+    x = _logits(5)
+    x.shape = (ROWS // 2, 2 * V)  # the same array object, reshaped in place
+    with pytest.raises(ValueError, match=f"logits: has {2 * V} columns"):
+        s.sample(x, **kw)
+    s.close()
+    with pytest.raises(dds.Error, match="closed"):
+        s.sample(_logits(5), **_outs())
+    assert s._plans == []
+
+
+def test_calls_with_host_conversions_leave_no_plan():
+    with dds.Sampler(vocab_size=V) as s:
+        s.sample(_logits(7), seed=[1, 2, 3, 4, 5, 6])  # a list: converted every call
+        s.sample(_logits(7), row_offsets=OFFS)  # host offsets: their values are checked
+        s.sample(_logits(7), temperature=np.full(ROWS, 0.5))  # float64: converted
+        assert s._plans == []
+
+
+def test_plans_are_bounded_and_most_recent_first():
+    with dds.Sampler(vocab_size=V, max_rows=16) as s:
+        for rows in range(1, 8):
+            s.sample(_logits(8, rows=rows))
+        assert len(s._plans) == dds._sampler.MAX_PLANS
+        first = s._plans[-1]
+        r = s.sample(_logits(9, rows=4))  # matches the oldest plan: moves to the front
+        assert s._plans[0] is first and len(s._plans) == dds._sampler.MAX_PLANS
+        assert r.tokens.shape == (4,)
+
+
+
+
+def test_torch_cpu_planned_calls_equal_the_full_path():
+    t = pytest.importorskip("torch")
+    # host seeds in place must be uint64 (int64 ones are range-checked copies: no plan)
+    kw1 = dict(temperature=t.full((ROWS,), 0.8), seed=t.from_numpy(np.arange(ROWS, dtype=np.uint64)),
+               step=3, top_p=0.9)
+    with dds.Sampler(vocab_size=V) as a, dds.Sampler(vocab_size=V) as b:
+        a.sample(t.from_numpy(_logits(1)), **kw1, outputs=("tokens", "logprobs"))
+        kw2 = dict(kw1, step=4, seed=t.from_numpy(np.arange(5, 5 + ROWS, dtype=np.uint64)))
+        x = t.from_numpy(_logits(2))
+        fast = a.sample(x, **kw2, outputs=("tokens", "logprobs"))
+        assert len(a._plans) == 1
+        full = b.sample(x, **kw2, outputs=("tokens", "logprobs"))
+        assert t.equal(fast.tokens, full.tokens) and t.equal(fast.logprobs, full.logprobs)
+        out = t.empty(ROWS, dtype=t.int32)
+        a.sample(x, **kw2, out_tokens=out)
+        a.sample(x, **kw2, out_tokens=out)
+        assert t.equal(out, full.tokens)
+        # a tensor resized in place after the plan was made: the full checks
+        out.resize_(ROWS + 1)
+        with pytest.raises(ValueError, match=r"out_tokens: expected shape \(6,\)"):
+            a.sample(x, **kw2, out_tokens=out)
+        with pytest.raises(TypeError, match="out_tokens: dtype must be int32"):
+            a.sample(x, **kw2, out_tokens=t.empty(ROWS, dtype=t.int64))
