@@ -4,10 +4,13 @@
     python bench/python_call_cost.py [--backend cpu|cuda|auto] [--iters N] [--json FILE]
 
 Each case calls `Sampler.sample` on one logits tensor, three outputs (tokens, confidence,
-entropy): into preallocated `out_*` arrays ("into out") and allocating them ("allocating").
-Beside it: the raw SWIG call `dds._dds.dds_sample` with an args struct prepared once (the C
-floor of the same work), and `torch.argmax` on the same tensor (what an eager decode loop pays
-for the simplest op).
+entropy): into preallocated `out_*` arrays ("into out") and allocating them ("allocating");
+"decode" is "into out" with the keywords of a decode step (row_offsets of two requests, one seed
+per request as an array, step as a Python int that changes every call, temperature 0.8, top_k
+50); "full path" is "into out" with the sampler's plans turned off (every call takes the
+Python layer's full path, as the first call with new shapes does). Beside them: the raw SWIG
+call `dds._dds.dds_sample` with an args struct prepared once (the C floor of the same work), and
+`torch.argmax` on the same tensor (what an eager decode loop pays for the simplest op).
 
 cpu backend: numpy float32 and, when torch is importable, torch CPU tensors; 1 x 8 (the C work
 is tiny, so the time is the Python layer's), 8 x 1025 and 8 x 32000. Times are the median of
@@ -72,6 +75,19 @@ def _outs(lib, rows, device=None):
                 out_entropy=torch.empty(rows, dtype=torch.float32, device=device))
 
 
+def _decode_kw(lib, rows, device=None):
+    offs = np.array([0, rows // 2, rows] if rows > 1 else [0, 1], np.int32)
+    seeds = np.arange(1, len(offs), dtype=np.uint64)
+    if lib == "torch":
+        import torch
+
+        offs = torch.from_numpy(offs).to(device or "cpu")
+        # device seeds may be int64 (same bits); host ones are used in place only as uint64
+        seeds = torch.from_numpy(seeds.astype(np.int64) if device is not None else seeds)
+        seeds = seeds.to(device or "cpu")
+    return dict(row_offsets=offs, seed=seeds, temperature=0.8, top_k=50)
+
+
 def _raw_call(s, logits, outs, stream):
     """The SWIG call alone, its args struct built once (the floor under the Python layer)."""
     a, _res, ctx = s._sample_args(None, logits, dict(outputs=(), **outs, stream=stream))
@@ -89,6 +105,17 @@ def run_case(s, logits, lib, iters, repeats, device=None, sync=None, stream=None
     t = lambda fn: _timeit(fn, iters, repeats, sync, clock)  # noqa: E731
     row["into_out"] = t(lambda: s.sample(logits, **outs))
     row["allocating"] = t(lambda: s.sample(logits, outputs=OUTS))
+    dkw = _decode_kw(lib, rows, device)
+    steps = iter(range(1 << 62))
+    row["decode"] = t(lambda: s.sample(logits, step=next(steps), **dkw, **outs))
+    mod = sys.modules.get("dds._sampler")
+    if hasattr(mod, "MAX_PLANS"):  # the internal hook: no plans kept while it is 0
+        old, mod.MAX_PLANS = mod.MAX_PLANS, 0
+        s._plans.clear()
+        try:
+            row["full_path"] = t(lambda: s.sample(logits, **outs))
+        finally:
+            mod.MAX_PLANS = old
     row["raw_swig"] = t(_raw_call(s, logits, outs, stream))
     if lib == "torch":
         import torch
@@ -136,8 +163,9 @@ def main() -> int:
           f"numpy {np.__version__}, torch {results['torch']}"
           + (f", {results['device']}" if backend == "cuda" else ""))
     hdr = ("   host / wall us per call" if backend == "cuda" else "   us per call")
-    print(f"{'lib':6} {'dtype':5} {'shape':>9} | {'into out':>15} {'allocating':>15} "
-          f"{'raw SWIG':>15} {'torch.argmax':>15}{hdr}")
+    cols = ("into_out", "allocating", "decode", "full_path", "raw_swig", "torch_argmax")
+    print(f"{'lib':6} {'dtype':5} {'shape':>9} | " + " ".join(
+        f"{c.replace('_', ' ').replace('torch ', 'torch.'):>15}" for c in cols) + hdr)
     rng = np.random.default_rng(0)
     for lib, _ in libs:
         for dname, tdt in dtypes:
@@ -157,7 +185,7 @@ def main() -> int:
                                    clock=time.process_time)
                 s.close()
                 cells = []
-                for k in ("into_out", "allocating", "raw_swig", "torch_argmax"):
+                for k in cols:
                     v = row.get(k)
                     if v is None:
                         cells.append(f"{'-':>15}")

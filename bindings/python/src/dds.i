@@ -264,20 +264,26 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
 
 /* ---- The planned fast path of Sampler.sample (dds/_sample.py: make_plan, Sampler.sample) ----
  * A plan is what a successful call left in its dds_sample_args, plus how each argument of the
- * call was read: Sampler.sample passes its 27 arguments (logits, then its keywords in signature
+ * call was read. Sampler.sample passes its 26 arguments (logits, then its keywords in signature
  * order) as one tuple; each slot of a plan either
- *   EQ    must equal a recorded value (None, a str, a tuple of str, a dtype, a bool, an int
- *         or float of the same type and bits): outputs, stats, dtype, stream, ...;
+ *   EQ    must equal a recorded value (None, a str, a tuple of str, a torch dtype, a bool, an
+ *         int or float of the same type and bits): outputs, stats, dtype, stream, ...;
  *   NUM   is a Python int (or float for float fields) converted into a scalar field with the
  *         checks of the Python layer (out of range or another type: no match);
- *   TORCH is an exact torch.Tensor with the recorded dtype, shape, strides and device, whose
- *         data_ptr() goes into a pointer field;
- *   NUMPY is an exact numpy.ndarray with the recorded format, shape and byte strides (and
- *         writable for outputs), whose buffer address goes into a pointer field.
- * Outputs the plan allocates are made by recorded callables (np.empty / torch.empty partials).
+ *   TORCH is an exact torch.Tensor with the recorded dtype and device, NUMPY an exact
+ *         numpy.ndarray with the recorded buffer format (and writable for outputs); its
+ *         address goes into a pointer field.
+ * Array shapes follow the call's rows and requests: the logits give num_rows (1..max_rows),
+ * row_offsets num_requests (1..max_requests; one per row without them); each dimension of an
+ * array is recorded as fixed, "rows" or "requests", vectors must be contiguous, matrices have
+ * unit column stride and their row stride (>= the row length) is patched. Host row_offsets are
+ * checked as the Python layer checks them (0 first, non-decreasing, num_rows last). A call with
+ * uncond_logits is planned for its exact shapes. Outputs the plan allocates come from recorded
+ * callables (np.empty / torch.empty with the dtype and device) given the shape.
  * dds_py_sample_planned tries the sampler's plans in order: the first that matches every slot
  * is patched and run (the GIL released) and the 8 outputs returned in SampleResult order; no
- * match returns None and Sampler.sample takes the full Python path (its checks and messages).
+ * match returns None and nothing ran: Sampler.sample then takes the full Python path, with its
+ * checks and messages.
  */
 %{
 #include <float.h>
@@ -292,6 +298,9 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
 
 enum { DDS_PY_EQ = 0, DDS_PY_TORCH = 1, DDS_PY_NUMPY = 2, DDS_PY_NUM = 3 };
 enum { DDS_PY_F32 = 0, DDS_PY_I32 = 1, DDS_PY_U32 = 2, DDS_PY_U64 = 3 };
+/* dimension kinds: fixed, the rows (defined by the logits), the requests (by row_offsets) */
+enum { DDS_PY_FIXED = 0, DDS_PY_ROWS_DEF = 1, DDS_PY_ROWS = 2, DDS_PY_REQS_DEF = 3,
+       DDS_PY_REQS = 4 };
 #define DDS_PY_MAX_SLOTS 32
 #define DDS_PY_MAX_ALLOCS 8
 
@@ -299,27 +308,35 @@ typedef struct {
   int kind;
   PyObject* value;  /* EQ: the value; TORCH: the dtype object; NUMPY: the format (str) */
   PyObject* type;   /* TORCH / NUMPY: the exact type */
-  Py_ssize_t off;   /* offset of the field in dds_sample_args (-1: none) */
+  Py_ssize_t off;   /* offset of the field in dds_sample_args */
   int ctype;        /* NUM: DDS_PY_F32 ... */
   long long lo, hi; /* NUM (i32, u32): accepted range */
-  int ndim;
-  Py_ssize_t shape[2], strides[2]; /* TORCH: element strides; NUMPY: byte strides */
-  Py_ssize_t itemsize;             /* NUMPY */
-  int device;                      /* TORCH: -1 cpu, >= 0 the CUDA ordinal */
-  int writable;                    /* NUMPY outputs */
-  int out_index;                   /* position in the result (an out_* array), or -1 */
+  Py_ssize_t itemsize; /* NUMPY */
+  int ndim;            /* 1 or 2 */
+  int dimk[2];         /* DDS_PY_FIXED ... */
+  Py_ssize_t shape[2]; /* fixed dimensions */
+  Py_ssize_t col_stride; /* matrices: the recorded column stride (elements) */
+  Py_ssize_t rs_off;   /* matrices: offset of the row stride field, or -1: none (fixed) */
+  Py_ssize_t row_stride; /* ... the fixed row stride when rs_off < 0 */
+  int device;          /* TORCH: -1 cpu, >= 0 the CUDA ordinal */
+  int writable;        /* NUMPY outputs */
+  int out_index;       /* position in the result (an out_* array), or -1 */
+  int offsets;         /* host row_offsets: checked */
 } dds_py_slot;
 
 typedef struct {
   Py_ssize_t off;
   int out_index;
   int is_torch;
-  PyObject* factory;
+  int ndim;
+  Py_ssize_t dims[2]; /* >= 0 fixed; -1 rows; -2 requests */
+  PyObject* factory;  /* factory(shape) -> array */
 } dds_py_alloc;
 
 typedef struct {
   dds_sample_args tmpl;
   dds_sampler* handle;
+  int32_t max_rows, max_requests;
   int nslots, nallocs;
   dds_py_slot slots[DDS_PY_MAX_SLOTS];
   dds_py_alloc allocs[DDS_PY_MAX_ALLOCS];
@@ -327,6 +344,11 @@ typedef struct {
   PyObject* stream_dev; /* its argument */
   void* stream_const;
 } dds_py_plan;
+
+typedef struct {
+  char* base; /* the args being patched */
+  Py_ssize_t n, R;
+} dds_py_call;
 
 static PyObject *dds_py_s_dtype, *dds_py_s_shape, *dds_py_s_stride, *dds_py_s_is_cpu,
     *dds_py_s_is_cuda, *dds_py_s_get_device, *dds_py_s_data_ptr;
@@ -343,7 +365,9 @@ static int dds_py_strings(void) {
   return dds_py_s_data_ptr ? 0 : -1;
 }
 
-static Py_ssize_t dds_py_field_offset(const char* name) {
+static Py_ssize_t dds_py_field_offset(PyObject* name_obj) {
+  const char* name = PyUnicode_Check(name_obj) ? PyUnicode_AsUTF8(name_obj) : NULL;
+  if (!name) return -1;
 #define DDS_PY_F(f) if (strcmp(name, #f) == 0) return (Py_ssize_t)offsetof(dds_sample_args, f);
   DDS_PY_F(logits) DDS_PY_F(row_offsets) DDS_PY_F(positions) DDS_PY_F(uncond_logits)
   DDS_PY_F(uncond_row_offsets) DDS_PY_F(guidance_scales) DDS_PY_F(guidance_scale)
@@ -351,7 +375,8 @@ static Py_ssize_t dds_py_field_offset(const char* name) {
   DDS_PY_F(top_ps) DDS_PY_F(top_p) DDS_PY_F(min_ps) DDS_PY_F(min_p) DDS_PY_F(seeds)
   DDS_PY_F(seed) DDS_PY_F(steps) DDS_PY_F(step) DDS_PY_F(banned_token) DDS_PY_F(tokens)
   DDS_PY_F(logprobs) DDS_PY_F(argmax) DDS_PY_F(confidence) DDS_PY_F(margin) DDS_PY_F(entropy)
-  DDS_PY_F(probs) DDS_PY_F(request_status)
+  DDS_PY_F(probs) DDS_PY_F(request_status) DDS_PY_F(row_stride) DDS_PY_F(uncond_row_stride)
+  DDS_PY_F(probs_row_stride)
 #undef DDS_PY_F
   return -1;
 }
@@ -369,8 +394,9 @@ static void dds_py_plan_free(PyObject* cap) {
   free(p);
 }
 
-/* A tuple of ints of length <= 2 into out[]; -1 on anything else (no Python error left). */
-static int dds_py_dims(PyObject* t, Py_ssize_t* out) {
+/* A tuple of <= 2 ints into out[]; its length, or -1 (no Python error left). */
+static int dds_py_ints(PyObject* t, Py_ssize_t* out) {
+  if (!t) { PyErr_Clear(); return -1; }
   if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > 2) return -1;
   Py_ssize_t n = PyTuple_GET_SIZE(t);
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -380,16 +406,11 @@ static int dds_py_dims(PyObject* t, Py_ssize_t* out) {
   return (int)n;
 }
 
-static int dds_py_same_dims(PyObject* t, int ndim, const Py_ssize_t* want) {
-  if (!t) { PyErr_Clear(); return 0; }
-  int ok = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == ndim;
-  for (int i = 0; ok && i < ndim; ++i) {
-    PyObject* v = PyTuple_GET_ITEM(t, i);
-    ok = PyLong_CheckExact(v) && PyLong_AsSsize_t(v) == want[i];
-  }
-  if (PyErr_Occurred()) { PyErr_Clear(); ok = 0; }
-  Py_DECREF(t);
-  return ok;
+/* Like dds_py_ints, consuming the reference. */
+static int dds_py_ints_steal(PyObject* t, Py_ssize_t* out) {
+  int n = dds_py_ints(t, out);
+  Py_XDECREF(t);
+  return n;
 }
 
 static int dds_py_eq(PyObject* v, PyObject* want) {
@@ -416,7 +437,7 @@ static int dds_py_num(PyObject* v, const dds_py_slot* s, char* args) {
       d = PyLong_AsDouble(v);
       if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
     } else return 0;
-    if (d < -FLT_MAX || d > FLT_MAX) return 0; /* SWIG's float conversion raises: slow path */
+    if (d < -FLT_MAX || d > FLT_MAX) return 0; /* SWIG's float conversion raises: full path */
     *(float*)(args + s->off) = (float)d;
     return 1;
   }
@@ -436,6 +457,46 @@ static int dds_py_num(PyObject* v, const dds_py_slot* s, char* args) {
   return 1;
 }
 
+/* The Python layer's checks of host row_offsets (Sampler._row_offsets). */
+static int dds_py_offsets_ok(const int32_t* o, Py_ssize_t n, Py_ssize_t num_rows) {
+  if (n < 2 || o[0] != 0 || o[n - 1] != num_rows) return 0;
+  for (Py_ssize_t i = 1; i < n; ++i)
+    if (o[i] < o[i - 1]) return 0;
+  return 1;
+}
+
+/* Shape and strides (elements) of an array against its slot; defines the rows / requests of
+ * the call and patches the row stride. */
+static int dds_py_dims_ok(const dds_py_plan* p, const dds_py_slot* s, int ndim,
+                          const Py_ssize_t* shape, const Py_ssize_t* st, dds_py_call* c) {
+  if (ndim != s->ndim) return 0;
+  for (int i = 0; i < ndim; ++i) {
+    Py_ssize_t want = s->shape[i];
+    switch (s->dimk[i]) {
+      case DDS_PY_ROWS_DEF:
+        if (shape[i] < 1 || shape[i] > p->max_rows) return 0;
+        want = c->n = c->R = shape[i];
+        break;
+      case DDS_PY_ROWS: want = c->n; break;
+      case DDS_PY_REQS_DEF:
+        if (shape[i] < 2 || shape[i] - 1 > p->max_requests) return 0;
+        want = shape[i];
+        c->R = shape[i] - 1;
+        break;
+      case DDS_PY_REQS: want = c->R; break;
+      default: break;
+    }
+    if (shape[i] != want) return 0;
+  }
+  if (ndim == 1) return st[0] == 1;
+  if (st[1] != s->col_stride) return 0;
+  if (s->rs_off < 0) return st[0] == s->row_stride;
+  int64_t rs = shape[0] > 1 ? (int64_t)st[0] : (int64_t)shape[1];
+  if (rs < shape[1]) return 0;
+  memcpy(c->base + s->rs_off, &rs, sizeof rs);
+  return 1;
+}
+
 static void* dds_py_torch_ptr(PyObject* o) {
   PyObject* r = PyObject_CallMethodNoArgs(o, dds_py_s_data_ptr);
   if (!r) return NULL;
@@ -444,15 +505,13 @@ static void* dds_py_torch_ptr(PyObject* o) {
   return p;
 }
 
-static int dds_py_torch_match(PyObject* o, const dds_py_slot* s, void** ptr) {
+static int dds_py_torch_match(const dds_py_plan* p, PyObject* o, const dds_py_slot* s,
+                              void** ptr, dds_py_call* c) {
   if ((PyObject*)Py_TYPE(o) != s->type) return 0;
   PyObject* t = PyObject_GetAttr(o, dds_py_s_dtype);
   if (!t) { PyErr_Clear(); return 0; }
   Py_DECREF(t);
   if (t != s->value) return 0;
-  if (!dds_py_same_dims(PyObject_GetAttr(o, dds_py_s_shape), s->ndim, s->shape)) return 0;
-  if (!dds_py_same_dims(PyObject_CallMethodNoArgs(o, dds_py_s_stride), s->ndim, s->strides))
-    return 0;
   t = PyObject_GetAttr(o, s->device < 0 ? dds_py_s_is_cpu : dds_py_s_is_cuda);
   if (!t) { PyErr_Clear(); return 0; }
   Py_DECREF(t);
@@ -464,12 +523,19 @@ static int dds_py_torch_match(PyObject* o, const dds_py_slot* s, void** ptr) {
     Py_DECREF(t);
     if (dev != s->device) { PyErr_Clear(); return 0; }
   }
+  Py_ssize_t shape[2], st[2];
+  int nd = dds_py_ints_steal(PyObject_GetAttr(o, dds_py_s_shape), shape);
+  if (nd != s->ndim ||
+      dds_py_ints_steal(PyObject_CallMethodNoArgs(o, dds_py_s_stride), st) != nd ||
+      !dds_py_dims_ok(p, s, nd, shape, st, c))
+    return 0;
   *ptr = dds_py_torch_ptr(o);
   if (!*ptr && PyErr_Occurred()) { PyErr_Clear(); return 0; }
   return 1;
 }
 
-static int dds_py_numpy_match(PyObject* o, const dds_py_slot* s, void** ptr) {
+static int dds_py_numpy_match(const dds_py_plan* p, PyObject* o, const dds_py_slot* s,
+                              void** ptr, dds_py_call* c) {
   if ((PyObject*)Py_TYPE(o) != s->type) return 0;
   Py_buffer v;
   if (PyObject_GetBuffer(o, &v, PyBUF_RECORDS_RO | (s->writable ? PyBUF_WRITABLE : 0)) != 0) {
@@ -478,8 +544,12 @@ static int dds_py_numpy_match(PyObject* o, const dds_py_slot* s, void** ptr) {
   }
   int ok = v.ndim == s->ndim && v.itemsize == s->itemsize && v.format &&
            PyUnicode_CompareWithASCIIString(s->value, v.format) == 0;
-  for (int i = 0; ok && i < s->ndim; ++i)
-    ok = v.shape[i] == s->shape[i] && v.strides[i] == s->strides[i];
+  Py_ssize_t st[2] = {0, 0};
+  for (int i = 0; ok && i < v.ndim; ++i) {
+    st[i] = v.strides[i] / v.itemsize;
+    ok = st[i] * v.itemsize == v.strides[i];
+  }
+  ok = ok && dds_py_dims_ok(p, s, v.ndim, v.shape, st, c);
   *ptr = v.buf;
   PyBuffer_Release(&v);
   return ok;
@@ -488,12 +558,13 @@ static int dds_py_numpy_match(PyObject* o, const dds_py_slot* s, void** ptr) {
 
 %inline %{
 /* A plan (a capsule) from the args a successful call ran with; see the comment above.
- * slots: tuple of (EQ, value) | (TORCH, field, type, dtype, shape, strides, device, out_index)
- * | (NUMPY, field, type, format, itemsize, shape, byte_strides, writable, out_index)
- * | (NUM, field, ctype, lo, hi); allocs: tuple of (field, out_index, is_torch, factory). */
-PyObject* dds_py_plan_new(dds_sampler* handle, dds_sample_args* tmpl, PyObject* slots,
-                          PyObject* allocs, PyObject* stream_fn, PyObject* stream_dev,
-                          PyObject* stream_const) {
+ * slots: tuple of (EQ, value) | (NUM, field, ctype, lo, hi) | (TORCH or NUMPY, field, type,
+ * dtype or format, itemsize, dimension kinds, shape, strides (elements), row stride field or
+ * None, device, writable, out_index, offsets); allocs: tuple of (field, out_index, is_torch,
+ * dims (>= 0 fixed, -1 rows, -2 requests), factory). */
+PyObject* dds_py_plan_new(dds_sampler* handle, dds_sample_args* tmpl, int max_rows,
+                          int max_requests, PyObject* slots, PyObject* allocs,
+                          PyObject* stream_fn, PyObject* stream_dev, PyObject* stream_const) {
   if (dds_py_strings() != 0) return NULL;
   if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) > DDS_PY_MAX_SLOTS ||
       !PyTuple_Check(allocs) || PyTuple_GET_SIZE(allocs) > DDS_PY_MAX_ALLOCS) {
@@ -506,6 +577,8 @@ PyObject* dds_py_plan_new(dds_sampler* handle, dds_sample_args* tmpl, PyObject* 
   if (!cap) { free(p); return NULL; }
   memcpy(&p->tmpl, tmpl, sizeof p->tmpl);
   p->handle = handle;
+  p->max_rows = max_rows;
+  p->max_requests = max_requests;
   if (dds_py_as_ptr(stream_const, &p->stream_const) != 0) goto fail;
   if (stream_fn != Py_None) {
     Py_INCREF(stream_fn); p->stream_fn = stream_fn;
@@ -515,55 +588,67 @@ PyObject* dds_py_plan_new(dds_sampler* handle, dds_sample_args* tmpl, PyObject* 
     PyObject* t = PyTuple_GET_ITEM(slots, i);
     dds_py_slot* s = &p->slots[i];
     p->nslots = (int)i + 1;
-    s->off = -1;
     s->out_index = -1;
+    s->rs_off = -1;
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 2) goto bad;
     s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
     if (s->kind == DDS_PY_EQ) {
       s->value = PyTuple_GET_ITEM(t, 1); Py_INCREF(s->value);
       continue;
     }
-    const char* field = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 1));
-    if (!field) goto fail;
-    s->off = dds_py_field_offset(field);
+    s->off = dds_py_field_offset(PyTuple_GET_ITEM(t, 1));
     if (s->off < 0) goto bad;
     if (s->kind == DDS_PY_NUM && PyTuple_GET_SIZE(t) == 5) {
       s->ctype = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
       s->lo = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
       s->hi = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 4));
-    } else if (s->kind == DDS_PY_TORCH && PyTuple_GET_SIZE(t) == 8) {
+    } else if ((s->kind == DDS_PY_TORCH || s->kind == DDS_PY_NUMPY) &&
+               PyTuple_GET_SIZE(t) == 13) {
+      Py_ssize_t dimk[2], st[2];
       s->type = PyTuple_GET_ITEM(t, 2); Py_INCREF(s->type);
       s->value = PyTuple_GET_ITEM(t, 3); Py_INCREF(s->value);
-      s->ndim = dds_py_dims(PyTuple_GET_ITEM(t, 4), s->shape);
-      if (s->ndim < 0 || dds_py_dims(PyTuple_GET_ITEM(t, 5), s->strides) != s->ndim) goto bad;
-      s->device = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 6));
-      s->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 7));
-    } else if (s->kind == DDS_PY_NUMPY && PyTuple_GET_SIZE(t) == 9) {
-      s->type = PyTuple_GET_ITEM(t, 2); Py_INCREF(s->type);
-      s->value = PyTuple_GET_ITEM(t, 3); Py_INCREF(s->value);
-      if (!PyUnicode_Check(s->value)) goto bad;
+      if (s->kind == DDS_PY_NUMPY && !PyUnicode_Check(s->value)) goto bad;
       s->itemsize = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 4));
-      s->ndim = dds_py_dims(PyTuple_GET_ITEM(t, 5), s->shape);
-      if (s->ndim < 0 || dds_py_dims(PyTuple_GET_ITEM(t, 6), s->strides) != s->ndim) goto bad;
-      s->writable = PyObject_IsTrue(PyTuple_GET_ITEM(t, 7));
-      s->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 8));
+      s->ndim = dds_py_ints(PyTuple_GET_ITEM(t, 5), dimk);
+      if (s->ndim < 1 || dds_py_ints(PyTuple_GET_ITEM(t, 6), s->shape) != s->ndim ||
+          dds_py_ints(PyTuple_GET_ITEM(t, 7), st) != s->ndim)
+        goto bad;
+      for (int d = 0; d < s->ndim; ++d) s->dimk[d] = (int)dimk[d];
+      if (s->ndim == 2) {
+        s->row_stride = st[0];
+        s->col_stride = st[1];
+        if (PyTuple_GET_ITEM(t, 8) != Py_None) {
+          s->rs_off = dds_py_field_offset(PyTuple_GET_ITEM(t, 8));
+          if (s->rs_off < 0) goto bad;
+        }
+      } else if (st[0] != 1) {
+        goto bad; /* vectors are contiguous */
+      }
+      s->device = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 9));
+      s->writable = PyObject_IsTrue(PyTuple_GET_ITEM(t, 10));
+      s->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 11));
+      s->offsets = PyObject_IsTrue(PyTuple_GET_ITEM(t, 12));
+      if (s->out_index >= 8 ||
+          (s->offsets && (s->ndim != 1 || (s->kind == DDS_PY_TORCH && s->device >= 0))))
+        goto bad;
     } else {
       goto bad;
     }
     if (PyErr_Occurred()) goto fail;
   }
+  if (p->nslots < 1 || p->slots[0].kind == DDS_PY_EQ || p->slots[0].kind == DDS_PY_NUM)
+    goto bad; /* the logits come first */
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(allocs); ++i) {
     PyObject* t = PyTuple_GET_ITEM(allocs, i);
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) goto bad;
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) goto bad;
     dds_py_alloc* al = &p->allocs[i];
-    const char* field = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 0));
-    if (!field) goto fail;
-    al->off = dds_py_field_offset(field);
+    al->off = dds_py_field_offset(PyTuple_GET_ITEM(t, 0));
     al->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
     al->is_torch = PyObject_IsTrue(PyTuple_GET_ITEM(t, 2));
-    al->factory = PyTuple_GET_ITEM(t, 3); Py_INCREF(al->factory);
+    al->ndim = dds_py_ints(PyTuple_GET_ITEM(t, 3), al->dims);
+    al->factory = PyTuple_GET_ITEM(t, 4); Py_INCREF(al->factory);
     p->nallocs = (int)i + 1;
-    if (al->off < 0 || al->out_index < 0 || al->out_index >= 8) goto bad;
+    if (al->off < 0 || al->out_index < 0 || al->out_index >= 8 || al->ndim < 1) goto bad;
     if (PyErr_Occurred()) goto fail;
   }
   return cap;
@@ -575,7 +660,7 @@ fail:
 }
 
 /* Runs the first of `plans` (a list of dds_py_plan_new capsules) that matches `vals` (the call's
- * 27 arguments); returns the 8 outputs, or None when no plan matches (nothing ran). */
+ * arguments); returns the 8 outputs, or None when no plan matches (nothing ran). */
 PyObject* dds_py_sample_planned(PyObject* plans, PyObject* vals) {
   if (!PyList_Check(plans) || !PyTuple_Check(vals)) {
     PyErr_SetString(PyExc_TypeError, "dds_py_sample_planned: (list, tuple)");
@@ -589,7 +674,7 @@ PyObject* dds_py_sample_planned(PyObject* plans, PyObject* vals) {
     if (p->nslots != nvals) continue;
     dds_sample_args a;
     memcpy(&a, &p->tmpl, sizeof a);
-    char* base = (char*)&a;
+    dds_py_call c = {(char*)&a, a.num_rows, a.num_requests};
     PyObject* outs[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     int ok = 1;
     for (int i = 0; ok && i < p->nslots; ++i) {
@@ -597,24 +682,35 @@ PyObject* dds_py_sample_planned(PyObject* plans, PyObject* vals) {
       PyObject* v = PyTuple_GET_ITEM(vals, i);
       void* ptr = NULL;
       switch (s->kind) {
-        case DDS_PY_EQ: ok = dds_py_eq(v, s->value); break;
-        case DDS_PY_NUM: ok = dds_py_num(v, s, base); break;
-        case DDS_PY_TORCH: ok = dds_py_torch_match(v, s, &ptr); break;
-        default: ok = dds_py_numpy_match(v, s, &ptr); break;
+        case DDS_PY_EQ: ok = dds_py_eq(v, s->value); continue;
+        case DDS_PY_NUM: ok = dds_py_num(v, s, c.base); continue;
+        case DDS_PY_TORCH: ok = dds_py_torch_match(p, v, s, &ptr, &c); break;
+        default: ok = dds_py_numpy_match(p, v, s, &ptr, &c); break;
       }
-      if (ok && (s->kind == DDS_PY_TORCH || s->kind == DDS_PY_NUMPY)) {
-        memcpy(base + s->off, &ptr, sizeof ptr);
-        if (s->out_index >= 0) outs[s->out_index] = v;
-      }
+      if (!ok) break;
+      if (s->offsets) ok = dds_py_offsets_ok((const int32_t*)ptr, c.R + 1, c.n);
+      memcpy(c.base + s->off, &ptr, sizeof ptr);
+      if (s->out_index >= 0) outs[s->out_index] = v;
     }
     if (!ok) continue;
+    a.num_rows = (int32_t)c.n;
+    a.num_requests = (int32_t)c.R;
     /* Matched: borrowed references for the given outputs, new ones for the allocated. */
     for (int j = 0; j < 8; ++j) Py_XINCREF(outs[j]);
     void* stream = p->stream_const;
     PyObject* result = NULL;
     for (int i = 0; i < p->nallocs; ++i) {
       const dds_py_alloc* al = &p->allocs[i];
-      PyObject* o = PyObject_CallNoArgs(al->factory);
+      PyObject* shape = PyTuple_New(al->ndim);
+      if (!shape) goto done;
+      for (int d = 0; d < al->ndim; ++d) {
+        Py_ssize_t n = al->dims[d] >= 0 ? al->dims[d] : al->dims[d] == -1 ? c.n : c.R;
+        PyObject* nobj = PyLong_FromSsize_t(n);
+        if (!nobj) { Py_DECREF(shape); goto done; }
+        PyTuple_SET_ITEM(shape, d, nobj);
+      }
+      PyObject* o = PyObject_CallOneArg(al->factory, shape);
+      Py_DECREF(shape);
       if (!o) goto done;
       outs[al->out_index] = o;
       void* ptr;
@@ -627,7 +723,7 @@ PyObject* dds_py_sample_planned(PyObject* plans, PyObject* vals) {
         ptr = v.buf;
         PyBuffer_Release(&v);
       }
-      memcpy(base + al->off, &ptr, sizeof ptr);
+      memcpy(c.base + al->off, &ptr, sizeof ptr);
     }
     if (p->stream_fn) {
       PyObject* r = PyObject_CallOneArg(p->stream_fn, p->stream_dev);

@@ -27,7 +27,7 @@ def _outs(rows=ROWS, v=V, probs=False):
     return o
 
 
-OFFS = np.array([0, 2, 3, 6], np.int32)  # host row_offsets: checked in Python, no plan
+OFFS = np.array([0, 2, 3, 6], np.int32)
 # (first call's keywords, second call's keywords): the second differs in what a plan patches.
 CASES = {
     "defaults": (dict(), dict()),
@@ -161,22 +161,77 @@ def test_read_only_output_and_changed_arrays_after_a_plan():
 def test_calls_with_host_conversions_leave_no_plan():
     with dds.Sampler(vocab_size=V) as s:
         s.sample(_logits(7), seed=[1, 2, 3, 4, 5, 6])  # a list: converted every call
-        s.sample(_logits(7), row_offsets=OFFS)  # host offsets: their values are checked
+        s.sample(_logits(7), row_offsets=[0, 2, 3, 6])
+        s.sample(_logits(7), row_offsets=OFFS.astype(np.int64))
         s.sample(_logits(7), temperature=np.full(ROWS, 0.5))  # float64: converted
         assert s._plans == []
 
 
+@pytest.mark.parametrize("offs, match", [
+    ([1, 2, 3, 6], r"row_offsets\[0\] must be 0"),
+    ([0, 4, 3, 6], "must be non-decreasing"),
+    ([0, 2, 3, 5], r"last offset \(5\) must equal the number of rows \(6\)"),
+])
+def test_host_row_offsets_in_a_plan_are_checked(offs, match):
+    with dds.Sampler(vocab_size=V) as a, dds.Sampler(vocab_size=V) as b:
+        a.sample(_logits(7), row_offsets=OFFS, seed=np.array([1, 2, 3], np.uint64))
+        assert len(a._plans) == 1
+        offs2 = np.array([0, 1, 5, 6], np.int32)
+        fast = a.sample(_logits(8), row_offsets=offs2, seed=np.array([4, 5, 6], np.uint64))
+        assert len(a._plans) == 1
+        full = b.sample(_logits(8), row_offsets=offs2, seed=np.array([4, 5, 6], np.uint64))
+        np.testing.assert_array_equal(fast.tokens, full.tokens)
+        with pytest.raises(ValueError, match=match):
+            a.sample(_logits(8), row_offsets=np.array(offs, np.int32),
+                     seed=np.array([4, 5, 6], np.uint64))
+
+
 def test_plans_are_bounded_and_most_recent_first():
+    names = ("tokens", "logprobs", "argmax", "confidence", "margin", "entropy", "probs")
     with dds.Sampler(vocab_size=V, max_rows=16) as s:
-        for rows in range(1, 8):
-            s.sample(_logits(8, rows=rows))
+        for name in names:
+            s.sample(_logits(8), outputs=(name,))
         assert len(s._plans) == dds._sampler.MAX_PLANS
         first = s._plans[-1]
-        r = s.sample(_logits(9, rows=4))  # matches the oldest plan: moves to the front
+        r = s.sample(_logits(9, rows=4), outputs=(names[-4],))  # the oldest plan, 4 rows
         assert s._plans[0] is first and len(s._plans) == dds._sampler.MAX_PLANS
-        assert r.tokens.shape == (4,)
+        assert r.confidence.shape == (4,) and r.margin is None
 
 
+def test_a_plan_follows_the_rows_and_requests_of_each_call():
+    """A decode loop: fewer rows and requests every step, per-request arrays, given and
+    allocated outputs, probs of a wider buffer; one plan serves every step."""
+    wide = np.zeros((16, V + 8), np.float32)
+    with dds.Sampler(vocab_size=V, max_rows=16, max_requests=4) as a, \
+            dds.Sampler(vocab_size=V, max_rows=16, max_requests=4) as b:
+        for step, offs in enumerate(([0, 5, 9, 14, 16], [0, 4, 7, 11], [0, 2, 5], [0, 3],
+                                     [0, 1])):
+            offs = np.array(offs, np.int32)
+            n, R = int(offs[-1]), len(offs) - 1
+            x = _logits(20 + step, rows=n)
+            kw = dict(row_offsets=offs, step=step, temperature=0.9, top_k=40,
+                      seed=np.arange(R, dtype=np.uint64) * 7,
+                      min_p=np.full(R, 0.02, np.float32), outputs=("logprobs", "request_status"))
+            fast = a.sample(x, out_tokens=np.empty(n, np.int32), out_probs=wide[:n, :V], **kw)
+            p_fast = wide[:n, :V].copy()
+            full = b.sample(x, out_tokens=np.empty(n, np.int32), out_probs=wide[:n, :V], **kw)
+            assert len(a._plans) == 1, step
+            for name, f, g in zip(dds.SampleResult._fields, fast, full):
+                if name == "probs":
+                    np.testing.assert_array_equal(p_fast, g, err_msg=name)
+                elif f is not None:
+                    np.testing.assert_array_equal(f, g, err_msg=name)
+            assert fast.tokens.shape == (n,) and fast.request_status.shape == (R,)
+        with pytest.raises(ValueError, match="row_offsets: 5 requests exceed"):
+            a.sample(_logits(1, rows=5), row_offsets=np.arange(6, dtype=np.int32), step=1,
+                     temperature=0.9, top_k=40, seed=np.arange(5, dtype=np.uint64),
+                     min_p=np.full(5, 0.02, np.float32), out_tokens=np.empty(5, np.int32),
+                     out_probs=wide[:5, :V], outputs=("logprobs", "request_status"))
+        with pytest.raises(ValueError, match="seed: has 2 elements, expected 1"):
+            a.sample(_logits(1, rows=2), row_offsets=np.array([0, 2], np.int32),
+                     seed=np.arange(2, dtype=np.uint64), min_p=np.full(1, 0.0, np.float32),
+                     step=1, temperature=0.9, top_k=40, out_tokens=np.empty(2, np.int32),
+                     out_probs=wide[:2, :V], outputs=("logprobs", "request_status"))
 
 
 def test_torch_cpu_planned_calls_equal_the_full_path():

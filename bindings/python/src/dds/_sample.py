@@ -244,11 +244,19 @@ PLAN_SLOTS = ("logits", "row_offsets", "positions", "uncond_logits", "uncond_row
 MAX_PLANS = 4  # per sampler, most recently used first
 _EQ, _TORCH, _NUMPY, _NUM = 0, 1, 2, 3  # slot kinds of dds.i
 _F32, _I32, _U32, _U64 = 0, 1, 2, 3
-# argument -> pointer field it may be passed in without a copy
-_ARRAY_FIELDS = {"logits": "logits", "row_offsets": "row_offsets", "positions": "positions",
-                 "uncond_logits": "uncond_logits", "uncond_row_offsets": "uncond_row_offsets",
-                 **{p[0]: p[1] for p in _REQUEST_PARAMS},
-                 **{"out_" + n: n for n in SAMPLE_OUTPUTS}}
+_FIXED, _ROWS_DEF, _ROWS, _REQS_DEF, _REQS = 0, 1, 2, 3, 4  # dimension kinds of dds.i
+_R, _Q = (_ROWS,), (_REQS,)
+# argument -> (pointer field it may be passed in without a copy, dimension kinds, row stride
+# field of a matrix)
+_ARRAY_SLOTS = {"logits": ("logits", (_ROWS_DEF, _FIXED), "row_stride"),
+                "row_offsets": ("row_offsets", (_REQS_DEF,), None),
+                "positions": ("positions", _R, None),
+                "uncond_logits": ("uncond_logits", (_FIXED, _FIXED), "uncond_row_stride"),
+                "uncond_row_offsets": ("uncond_row_offsets", _Q, None),
+                **{p[0]: (p[1], _Q, None) for p in _REQUEST_PARAMS},
+                **{"out_" + n: (n, _R, None) for n in SAMPLE_OUTPUTS},
+                "out_probs": ("probs", (_ROWS, _FIXED), "probs_row_stride"),
+                "out_request_status": ("request_status", _Q, None)}
 _OUT_INDEX = {n: i for i, n in enumerate(SAMPLE_OUTPUTS)}
 # per-request scalars -> (field, C type, lo, hi) with check_int's / check_float's rules
 _NUM_SLOTS = {"guidance_scale": ("guidance_scale", _F32, 0, 0),
@@ -270,26 +278,40 @@ def _eq_value(v: Any) -> bool:
     return torch is not None and t is torch.dtype
 
 
-def _array_slot(v: Any, field: str, ptr: int, out_index: int) -> Optional[tuple]:
-    """The slot of an array the call used in place (its pointer is in the field), or None."""
+def _array_slot(v: Any, name: str, ptr: int, exact: bool) -> Optional[tuple]:
+    """The slot of an array the call used in place (its pointer is in the field), or None.
+    Host row_offsets are checked by the plan as Sampler._row_offsets checks them."""
+    field, dimk, rs_field = _ARRAY_SLOTS[name]
+    out_index = _OUT_INDEX.get(name[4:], -1) if name.startswith("out_") else -1
+    if exact:
+        dimk = (_FIXED,) * len(dimk)
     if type(v) is np.ndarray:
-        if v.ndim > 2 or _arrays.np_address(v) != ptr:
+        if v.ndim != len(dimk) or _arrays.np_address(v) != ptr:
             return None
         try:
             m = memoryview(v)
         except Exception:  # dtypes without the buffer protocol (ml_dtypes.bfloat16)
             return None
-        return (_NUMPY, field, np.ndarray, m.format, m.itemsize, tuple(m.shape),
-                tuple(m.strides), out_index >= 0, out_index)
-    if v.dim() > 2 or v.data_ptr() != ptr:
-        return None
-    if v.is_cpu:
-        dev = -1
-    elif v.is_cuda:
-        dev = v.get_device()
+        st = tuple(b // m.itemsize for b in m.strides)
+        if any(s * m.itemsize != b for s, b in zip(st, m.strides)):
+            return None
+        kind, type_, value, item, dev = _NUMPY, np.ndarray, m.format, m.itemsize, -1
+        host = True
     else:
-        return None
-    return (_TORCH, field, type(v), v.dtype, tuple(v.shape), tuple(v.stride()), dev, out_index)
+        if v.dim() != len(dimk) or v.data_ptr() != ptr:
+            return None
+        if v.is_cpu:
+            dev = -1
+        elif v.is_cuda:
+            dev = v.get_device()
+        else:
+            return None
+        st = tuple(v.stride())
+        kind, type_, value, item, host = _TORCH, type(v), v.dtype, 0, dev < 0
+    if len(st) == 1 and st[0] != 1:
+        return None  # a vector of one element with another stride: the full path
+    return (kind, field, type_, value, item, dimk, tuple(v.shape), st, rs_field, dev,
+            out_index >= 0, out_index, name == "row_offsets" and host)
 
 
 def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[str, Any],
@@ -300,14 +322,14 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
     if ctx.converted or ctx.lib not in ("numpy", "torch"):
         return None
     tensor = _arrays.torch_tensor_type()
+    exact = kw["uncond_logits"] is not None  # guided calls: planned for their exact shapes
     slots = []
     for name in PLAN_SLOTS:
         v = logits if name == "logits" else kw[name]
         t = type(v)
         if t is np.ndarray or (t is tensor and tensor is not None):
-            field = _ARRAY_FIELDS.get(name)
-            slot = None if field is None else _array_slot(v, field, getattr(a, field),
-                                                          _OUT_INDEX.get(name[4:], -1))
+            spec = _ARRAY_SLOTS.get(name)
+            slot = None if spec is None else _array_slot(v, name, getattr(a, spec[0]), exact)
             if slot is None:
                 return None
         elif name in _NUM_SLOTS and (t is int or (t is float and _NUM_SLOTS[name][1] == _F32)):
@@ -319,23 +341,28 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
         else:
             return None
         slots.append(slot)
+    if slots[0][0] == _EQ or slots[0][0] == _NUM:
+        return None
     allocs = []
     for key, arr in res.items():
         if kw["out_" + key] is not None:
             continue  # a given output: one of the slots
+        if exact:
+            dims = tuple(arr.shape)
+        else:
+            dims = (-2,) if key == "request_status" else (-1,) + tuple(arr.shape[1:])
         if ctx.lib == "numpy":
             try:
                 memoryview(arr)
             except Exception:
                 return None
-            factory = functools.partial(np.empty, arr.shape, arr.dtype)
+            factory = functools.partial(np.empty, dtype=arr.dtype)
         else:
             if ctx.stream_given:
                 return None  # allocated under the given stream: not repeated here
             torch = sys.modules["torch"]
-            factory = functools.partial(torch.empty, tuple(arr.shape), dtype=arr.dtype,
-                                        device=arr.device)
-        allocs.append((key, _OUT_INDEX[key], ctx.lib == "torch", factory))
+            factory = functools.partial(torch.empty, dtype=arr.dtype, device=arr.device)
+        allocs.append((key, _OUT_INDEX[key], ctx.lib == "torch", dims, factory))
     stream_fn = stream_dev = None
     if ctx.backend == "cuda" and not ctx.stream_given:
         torch = sys.modules.get("torch")
@@ -343,8 +370,9 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
         if ctx.lib != "torch" or stream_fn is None:
             return None
         stream_dev = ctx.device
-    return _dds.dds_py_plan_new(sampler._handle, a, tuple(slots), tuple(allocs), stream_fn,
-                                stream_dev, ctx.stream if ctx.stream_given else 0)
+    return _dds.dds_py_plan_new(sampler._handle, a, sampler.max_rows, sampler.max_requests,
+                                tuple(slots), tuple(allocs), stream_fn, stream_dev,
+                                ctx.stream if ctx.stream_given else 0)
 
 
 def result_tuple(res: Dict[str, Any]) -> Tuple[Any, ...]:

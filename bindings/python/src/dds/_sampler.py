@@ -257,7 +257,6 @@ class Sampler(DecodeCalls):
         info = None if is_host_sequence(row_offsets) else describe(row_offsets, name)
         host: Optional[np.ndarray] = None
         if info is None or info.on_host:
-            ctx.converted = True  # its values are checked here: not repeated by a plan
             host = host_convert(row_offsets, name, "int32")
             if host.ndim != 1 or host.shape[0] < 2:
                 raise ValueError(f"{name}: expected a 1-D array of num_requests + 1 >= 2 "
