@@ -277,8 +277,8 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
  * row_offsets num_requests (1..max_requests; one per row without them); each dimension of an
  * array is recorded as fixed, "rows" or "requests", vectors must be contiguous, matrices have
  * unit column stride and their row stride (>= the row length) is patched. Host row_offsets are
- * checked as the Python layer checks them (0 first, non-decreasing, num_rows last). A call with
- * uncond_logits is planned for its exact shapes. Outputs the plan allocates come from recorded
+ * checked as the Python layer checks them (0 first, non-decreasing, num_rows last); uncond_logits
+ * have any number of rows (at least num_rows without uncond_row_offsets). Outputs the plan allocates come from recorded
  * callables (np.empty / torch.empty with the dtype and device) given the shape.
  * dds_py_sample_planned tries the sampler's plans in order: the first that matches every slot
  * is patched and run (the GIL released) and the 8 outputs returned in SampleResult order; no
@@ -287,6 +287,7 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
  */
 %{
 #include <float.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -300,7 +301,7 @@ enum { DDS_PY_EQ = 0, DDS_PY_TORCH = 1, DDS_PY_NUMPY = 2, DDS_PY_NUM = 3 };
 enum { DDS_PY_F32 = 0, DDS_PY_I32 = 1, DDS_PY_U32 = 2, DDS_PY_U64 = 3 };
 /* dimension kinds: fixed, the rows (defined by the logits), the requests (by row_offsets) */
 enum { DDS_PY_FIXED = 0, DDS_PY_ROWS_DEF = 1, DDS_PY_ROWS = 2, DDS_PY_REQS_DEF = 3,
-       DDS_PY_REQS = 4 };
+       DDS_PY_REQS = 4, DDS_PY_UNCOND_MIN = 5, DDS_PY_UNCOND_ANY = 6 };
 #define DDS_PY_MAX_SLOTS 32
 #define DDS_PY_MAX_ALLOCS 8
 
@@ -484,6 +485,15 @@ static int dds_py_dims_ok(const dds_py_plan* p, const dds_py_slot* s, int ndim,
         c->R = shape[i] - 1;
         break;
       case DDS_PY_REQS: want = c->R; break;
+      case DDS_PY_UNCOND_MIN: /* uncond rows mirroring the logits rows: at least num_rows */
+      case DDS_PY_UNCOND_ANY: { /* uncond rows addressed by uncond_row_offsets */
+        if (shape[i] < (s->dimk[i] == DDS_PY_UNCOND_MIN ? c->n : 1) || shape[i] > INT32_MAX)
+          return 0;
+        int32_t u = (int32_t)shape[i];
+        memcpy(c->base + offsetof(dds_sample_args, uncond_num_rows), &u, sizeof u);
+        want = shape[i];
+        break;
+      }
       default: break;
     }
     if (shape[i] != want) return 0;

@@ -234,6 +234,34 @@ def test_a_plan_follows_the_rows_and_requests_of_each_call():
                      out_probs=wide[:2, :V], outputs=("logprobs", "request_status"))
 
 
+@pytest.mark.parametrize("mirror", [True, False])
+def test_a_guided_plan_follows_the_uncond_rows(mirror):
+    """Guidance with fewer rows every step: uncond rows mirroring the logits (at least as many)
+    or addressed by uncond_row_offsets (any number)."""
+    with dds.Sampler(vocab_size=V, max_rows=16) as a, dds.Sampler(vocab_size=V, max_rows=16) as b:
+        for step, n in enumerate((9, 7, 4, 2)):
+            offs = np.array([0, n // 2, n], np.int32)
+            x = _logits(40 + step, rows=n)
+            if mirror:
+                u = _logits(60 + step, rows=n + step)  # extra rows are allowed
+                kw = dict(uncond_logits=u)
+            else:
+                u = _logits(60 + step, rows=1 + step)
+                kw = dict(uncond_logits=u, uncond_row_offsets=np.array([-1, step], np.int32))
+            kw.update(row_offsets=offs, guidance_scale=np.array([1.5, 2.0], np.float32),
+                      seed=np.array([3, 4], np.uint64), step=step,
+                      outputs=("tokens", "entropy"))
+            fast = a.sample(x, **kw)
+            full = b.sample(x, **kw)
+            assert len(a._plans) == 1, step
+            np.testing.assert_array_equal(fast.tokens, full.tokens)
+            np.testing.assert_array_equal(fast.entropy, full.entropy)
+        if mirror:
+            with pytest.raises(ValueError, match="uncond_logits: has 2 rows; without"):
+                a.sample(_logits(1, rows=3), **dict(kw, uncond_logits=_logits(2, rows=2),
+                                                    row_offsets=np.array([0, 1, 3], np.int32)))
+
+
 def test_torch_cpu_planned_calls_equal_the_full_path():
     t = pytest.importorskip("torch")
     # host seeds in place must be uint64 (int64 ones are range-checked copies: no plan)

@@ -244,14 +244,14 @@ PLAN_SLOTS = ("logits", "row_offsets", "positions", "uncond_logits", "uncond_row
 MAX_PLANS = 4  # per sampler, most recently used first
 _EQ, _TORCH, _NUMPY, _NUM = 0, 1, 2, 3  # slot kinds of dds.i
 _F32, _I32, _U32, _U64 = 0, 1, 2, 3
-_FIXED, _ROWS_DEF, _ROWS, _REQS_DEF, _REQS = 0, 1, 2, 3, 4  # dimension kinds of dds.i
+_FIXED, _ROWS_DEF, _ROWS, _REQS_DEF, _REQS, _UNCOND_MIN, _UNCOND_ANY = range(7)  # of dds.i
 _R, _Q = (_ROWS,), (_REQS,)
 # argument -> (pointer field it may be passed in without a copy, dimension kinds, row stride
 # field of a matrix)
 _ARRAY_SLOTS = {"logits": ("logits", (_ROWS_DEF, _FIXED), "row_stride"),
                 "row_offsets": ("row_offsets", (_REQS_DEF,), None),
                 "positions": ("positions", _R, None),
-                "uncond_logits": ("uncond_logits", (_FIXED, _FIXED), "uncond_row_stride"),
+                "uncond_logits": ("uncond_logits", (_UNCOND_MIN, _FIXED), "uncond_row_stride"),
                 "uncond_row_offsets": ("uncond_row_offsets", _Q, None),
                 **{p[0]: (p[1], _Q, None) for p in _REQUEST_PARAMS},
                 **{"out_" + n: (n, _R, None) for n in SAMPLE_OUTPUTS},
@@ -264,6 +264,8 @@ _NUM_SLOTS = {"guidance_scale": ("guidance_scale", _F32, 0, 0),
               "top_k": ("top_k", _I32, -(2 ** 31), 2 ** 31 - 1),
               "top_p": ("top_p", _F32, 0, 0), "min_p": ("min_p", _F32, 0, 0),
               "seed": ("seed", _U64, 0, 0), "step": ("step", _U32, 0, 2 ** 32 - 1)}
+_NUM_SLOT_TUPLES = {k: (_NUM,) + v for k, v in _NUM_SLOTS.items()}
+_EQ_NONE = (_EQ, None)
 _EQ_TYPES = (type(None), bool, int, float, str)
 
 
@@ -278,13 +280,13 @@ def _eq_value(v: Any) -> bool:
     return torch is not None and t is torch.dtype
 
 
-def _array_slot(v: Any, name: str, ptr: int, exact: bool) -> Optional[tuple]:
+def _array_slot(v: Any, name: str, ptr: int, uncond_offsets: bool) -> Optional[tuple]:
     """The slot of an array the call used in place (its pointer is in the field), or None.
     Host row_offsets are checked by the plan as Sampler._row_offsets checks them."""
     field, dimk, rs_field = _ARRAY_SLOTS[name]
     out_index = _OUT_INDEX.get(name[4:], -1) if name.startswith("out_") else -1
-    if exact:
-        dimk = (_FIXED,) * len(dimk)
+    if uncond_offsets and name == "uncond_logits":
+        dimk = (_UNCOND_ANY, _FIXED)
     if type(v) is np.ndarray:
         if v.ndim != len(dimk) or _arrays.np_address(v) != ptr:
             return None
@@ -322,35 +324,42 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
     if ctx.converted or ctx.lib not in ("numpy", "torch"):
         return None
     tensor = _arrays.torch_tensor_type()
-    exact = kw["uncond_logits"] is not None  # guided calls: planned for their exact shapes
+    uncond_offsets = kw["uncond_row_offsets"] is not None
     slots = []
+    add = slots.append
     for name in PLAN_SLOTS:
         v = logits if name == "logits" else kw[name]
+        if v is None:
+            add(_EQ_NONE)
+            continue
         t = type(v)
-        if t is np.ndarray or (t is tensor and tensor is not None):
-            spec = _ARRAY_SLOTS.get(name)
-            slot = None if spec is None else _array_slot(v, name, getattr(a, spec[0]), exact)
+        if t is float or t is int:
+            num = _NUM_SLOT_TUPLES.get(name)
+            if num is not None and (t is int or num[2] == _F32):
+                add(num)
+            elif name == "banned_token" and t is int:
+                add((_NUM, "banned_token", _I32, -1, sampler.vocab_size - 1))
+            else:
+                add((_EQ, v))
+        elif t is str or t is bool:
+            add((_EQ, v))
+        elif t is np.ndarray or (t is tensor and tensor is not None):
+            slot = (None if name not in _ARRAY_SLOTS else
+                    _array_slot(v, name, getattr(a, _ARRAY_SLOTS[name][0]), uncond_offsets))
             if slot is None:
                 return None
-        elif name in _NUM_SLOTS and (t is int or (t is float and _NUM_SLOTS[name][1] == _F32)):
-            slot = (_NUM,) + _NUM_SLOTS[name]
-        elif name == "banned_token" and t is int:
-            slot = (_NUM, "banned_token", _I32, -1, sampler.vocab_size - 1)
+            add(slot)
         elif _eq_value(v):
-            slot = (_EQ, v)
+            add((_EQ, v))
         else:
             return None
-        slots.append(slot)
     if slots[0][0] == _EQ or slots[0][0] == _NUM:
         return None
     allocs = []
     for key, arr in res.items():
         if kw["out_" + key] is not None:
             continue  # a given output: one of the slots
-        if exact:
-            dims = tuple(arr.shape)
-        else:
-            dims = (-2,) if key == "request_status" else (-1,) + tuple(arr.shape[1:])
+        dims = (-2,) if key == "request_status" else (-1,) + tuple(arr.shape[1:])
         if ctx.lib == "numpy":
             try:
                 memoryview(arr)
