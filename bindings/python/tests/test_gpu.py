@@ -230,6 +230,47 @@ def test_torch_non_default_stream(torch):
         np.testing.assert_array_equal(_np(r3.tokens), want)
 
 
+def test_torch_planned_calls(torch):
+    """Calls after the first run from the sampler's plan (dds.i dds_py_sample_planned): a decode
+    loop with fewer rows and requests each step, device row_offsets / seeds (int64) / steps
+    (int32), bf16 logits, given and allocated outputs, equal to the CPU backend; then a planned
+    call made while a side stream is current goes on that stream."""
+    V = 5000
+    with dds.Sampler(vocab_size=V, backend="cuda", max_rows=64) as sg, \
+            dds.Sampler(vocab_size=V, max_rows=64) as sc:
+        for step, offs in enumerate(([0, 20, 40, 64], [0, 18, 33, 50], [0, 9, 21], [0, 5])):
+            n, R = offs[-1], len(offs) - 1
+            x = (2 * torch.randn(n, V, device="cuda")).to(torch.bfloat16)
+            seeds = torch.arange(R, dtype=torch.int64, device="cuda") * 11 + 1
+            steps = torch.full((R,), step, dtype=torch.int32, device="cuda")
+            out = torch.full((n,), -1, dtype=torch.int32, device="cuda")
+            rg = sg.sample(x, row_offsets=torch.tensor(offs, dtype=torch.int32, device="cuda"),
+                           seed=seeds, step=steps, temperature=0.9, top_p=0.95,
+                           out_tokens=out, outputs=("confidence", "entropy", "request_status"))
+            assert len(sg._plans) == 1 and rg.tokens is out
+            hx, hdt = _host_logits(x)
+            rc = sc.sample(hx, dtype=hdt, row_offsets=offs, seed=_np(seeds).astype(np.uint64),
+                           step=_np(steps).astype(np.uint32), temperature=0.9, top_p=0.95,
+                           outputs=("tokens", "confidence", "entropy", "request_status"))
+            torch.cuda.synchronize()
+            _compare(rg, rc, max_token_mismatch=1)
+        real = torch.randn(8, V, device="cuda")
+        want = sc.sample(_np(real), seed=5).tokens
+        sg.sample(real, seed=4, outputs=("tokens",))
+        n_plans = len(sg._plans)
+        x = torch.zeros(8, V, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            if hasattr(torch.cuda, "_sleep"):
+                torch.cuda._sleep(200_000_000)  # the logits appear late, on the side stream
+            x.copy_(real)
+            r = sg.sample(x, seed=5, outputs=("tokens",))
+        assert len(sg._plans) == n_plans  # the planned path ran
+        side.synchronize()
+        np.testing.assert_array_equal(_np(r.tokens), want)
+
+
 def test_torch_cuda_graph_replay_with_new_seeds(torch):
     V, rows = 4096, 96
     offs = [0, 32, 96]
