@@ -4,6 +4,8 @@
 # (and, with --gpu, on the CUDA backend through torch, which must then be importable from the
 # wheel's venv: pass --system-site-packages through DDS_WHEEL_VENV_ARGS).
 #   bindings/python/test-wheel.sh WHEEL [--gpu]
+# Without network: PIP_NO_INDEX=1 and DDS_WHEEL_VENV_ARGS=--system-site-packages (numpy, the
+# wheel's one dependency, then comes from the system's site packages).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 whl="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -26,6 +28,7 @@ PY
 # Only the venv on PATH: installing a wheel must need no compiler (--only-binary for numpy too).
 env -i HOME="${HOME:-/root}" PATH="$venv/bin" PIP_DISABLE_PIP_VERSION_CHECK=1 \
   ${PIP_FIND_LINKS:+PIP_FIND_LINKS="$PIP_FIND_LINKS"} ${PIP_CERT:+PIP_CERT="$PIP_CERT"} \
+  ${PIP_NO_INDEX:+PIP_NO_INDEX="$PIP_NO_INDEX"} \
   "$venv/bin/python" -m pip install -q --only-binary :all: "$whl" numpy
 for tool in cc gcc c++ cmake swig nvcc; do
   if PATH="$venv/bin" command -v "$tool" >/dev/null 2>&1; then
