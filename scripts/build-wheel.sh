@@ -17,7 +17,8 @@
 # build isolation brings scikit-build-core and SWIG from PyPI, and auditwheel (PyPI) repairs the
 # wheel to its manylinux tag (the oldest glibc the binary allows; nothing is bundled since libdds
 # needs only libc / libstdc++ / libgcc and, for CUDA, libcuda.so.1 at run time, which the static
-# CUDA runtime opens itself). The wheel is for the CPython version that builds it (SWIG
+# CUDA runtime opens itself). libstdc++ stays shared: linked statically from a newer GCC it
+# raises the glibc floor instead (GCC 12's static libstdc++ needs glibc 2.36: arc4random). The wheel is for the CPython version that builds it (SWIG
 # -builtin: no stable ABI). The script prints where the wheel works: the newest glibc symbol
 # version its libraries need, their NEEDED libraries, and for --cuda the SASS / PTX
 # architectures in libdds (cuobjdump). Its last line of stdout is the wheel's path.
@@ -101,9 +102,9 @@ x="$raw/x"
 echo "build-wheel.sh: built on $(ldd --version 2>/dev/null | head -1)" >&2
 for so in "$x"/dds/*.so*; do
   [[ -f "$so" ]] || continue
-  glibc="$(objdump -T "$so" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -t. -k1,1 -k2,2n -k3,3n -u | tail -1)"
-  needed="$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
-  cxx="$(objdump -T "$so" 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' | sort -t. -k1,1 -k2,2n -k3,3n -u | tail -1)"
+  glibc="$(objdump -T "$so" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -t. -k1,1 -k2,2n -k3,3n -u | tail -1 || true)"
+  needed="$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ' || true)"
+  cxx="$(objdump -T "$so" 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' | sort -t. -k1,1 -k2,2n -k3,3n -u | tail -1 || true)"
   echo "build-wheel.sh: $(basename "$so"): $(du -h "$so" | cut -f1), needs ${glibc:-no versioned glibc symbol}${cxx:+ and $cxx (libstdc++)}; NEEDED: $needed" >&2
   if [[ "$mode" == cuda && "$(basename "$so")" == libdds* ]] && command -v cuobjdump >/dev/null; then
     echo "build-wheel.sh: GPU code in $(basename "$so"): SASS $(cuobjdump --list-elf "$so" 2>/dev/null | grep -o 'sm_[0-9a-z]*' | sort -u | tr '\n' ' ')PTX $(cuobjdump --list-ptx "$so" 2>/dev/null | grep -o 'sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" >&2

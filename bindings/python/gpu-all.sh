@@ -34,7 +34,7 @@ if [[ -n "${2:-}" ]]; then
     whl="$2"
     if [[ "$whl" == build ]]; then
       t0=$SECONDS
-      whl="$(bash "$root/scripts/build-wheel.sh" --cuda --offline -o "$root/build/dist")"
+      whl="$(bash "$root/scripts/build-wheel.sh" --cuda --offline -o "$root/build/dist" | tail -1)"
       echo "gpu-all.sh: CUDA wheel built in $((SECONDS - t0)) s ($(nproc) cores)"
     fi
     PIP_NO_INDEX=1 DDS_WHEEL_VENV_ARGS=--system-site-packages \
