@@ -278,8 +278,9 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
  * array is recorded as fixed, "rows" or "requests", vectors must be contiguous, matrices have
  * unit column stride and their row stride (>= the row length) is patched. Host row_offsets are
  * checked as the Python layer checks them (0 first, non-decreasing, num_rows last); uncond_logits
- * have any number of rows (at least num_rows without uncond_row_offsets). Outputs the plan allocates come from recorded
- * callables (np.empty / torch.empty with the dtype and device) given the shape.
+ * have any number of rows (at least num_rows without uncond_row_offsets). Outputs the plan
+ * allocates come from recorded callables (np.empty / torch.empty with the dtype and device)
+ * given the shape.
  * dds_py_sample_planned tries the sampler's plans in order: the first that matches every slot
  * is patched and run (the GIL released) and the 8 outputs returned in SampleResult order; no
  * match returns None and nothing ran: Sampler.sample then takes the full Python path, with its

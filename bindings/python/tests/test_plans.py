@@ -265,8 +265,8 @@ def test_a_guided_plan_follows_the_uncond_rows(mirror):
 def test_torch_cpu_planned_calls_equal_the_full_path():
     t = pytest.importorskip("torch")
     # host seeds in place must be uint64 (int64 ones are range-checked copies: no plan)
-    kw1 = dict(temperature=t.full((ROWS,), 0.8), seed=t.from_numpy(np.arange(ROWS, dtype=np.uint64)),
-               step=3, top_p=0.9)
+    kw1 = dict(temperature=t.full((ROWS,), 0.8),
+               seed=t.from_numpy(np.arange(ROWS, dtype=np.uint64)), step=3, top_p=0.9)
     with dds.Sampler(vocab_size=V) as a, dds.Sampler(vocab_size=V) as b:
         a.sample(t.from_numpy(_logits(1)), **kw1, outputs=("tokens", "logprobs"))
         kw2 = dict(kw1, step=4, seed=t.from_numpy(np.arange(5, 5 + ROWS, dtype=np.uint64)))
