@@ -267,7 +267,8 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
  * call was read. Sampler.sample passes its 26 arguments (logits, then its keywords in signature
  * order) as one tuple; each slot of a plan either
  *   EQ    must equal a recorded value (None, a str, a tuple of str, a torch dtype, a bool, an
- *         int or float of the same type and bits): outputs, stats, dtype, stream, ...;
+ *         int or float of the same type and bits; a list of str equals the tuple of its
+ *         items): outputs, stats, dtype, stream, ...;
  *   NUM   is a Python int (or float for float fields) converted into a scalar field with the
  *         checks of the Python layer (out of range or another type: no match);
  *   TORCH is an exact torch.Tensor with the recorded dtype and device, NUMPY an exact
@@ -417,6 +418,18 @@ static int dds_py_ints_steal(PyObject* t, Py_ssize_t* out) {
 
 static int dds_py_eq(PyObject* v, PyObject* want) {
   if (v == want) return 1;
+  if (PyList_CheckExact(v) && PyTuple_CheckExact(want)) { /* outputs=[...]: its items now */
+    Py_ssize_t n = PyList_GET_SIZE(v);
+    if (n != PyTuple_GET_SIZE(want)) return 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* x = PyList_GET_ITEM(v, i);
+      if (!PyUnicode_CheckExact(x)) return 0;
+      int r = PyUnicode_Compare(x, PyTuple_GET_ITEM(want, i));
+      if (r == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+      if (r != 0) return 0;
+    }
+    return 1;
+  }
   if (Py_TYPE(v) != Py_TYPE(want)) return 0;
   if (PyFloat_CheckExact(v)) {
     double a = PyFloat_AS_DOUBLE(v), b = PyFloat_AS_DOUBLE(want);

@@ -77,6 +77,19 @@ def test_planned_call_equals_the_full_path(case):
     assert fast.tokens is None or (fast.tokens >= 0).all()
 
 
+def test_outputs_as_a_list():
+    with dds.Sampler(vocab_size=V) as s:
+        s.sample(_logits(3), outputs=["tokens", "margin"])
+        r = s.sample(_logits(3), outputs=["tokens", "margin"], seed=2)
+        assert len(s._plans) == 1 and r.margin is not None and r.entropy is None
+        r = s.sample(_logits(3), outputs=["tokens", "entropy"], seed=2)
+        assert len(s._plans) == 2 and r.margin is None and r.entropy is not None
+        r = s.sample(_logits(3), outputs=["tokens"], seed=2)
+        assert len(s._plans) == 3 and r.entropy is None
+        with pytest.raises(ValueError, match="outputs: unknown output 'bogus'"):
+            s.sample(_logits(3), outputs=["tokens", "bogus"])
+
+
 def test_planned_call_allocates_new_outputs_each_time():
     with dds.Sampler(vocab_size=V) as s:
         x = _logits(3)

@@ -351,6 +351,8 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
             add(slot)
         elif _eq_value(v):
             add((_EQ, v))
+        elif t is list and name == "outputs" and all(type(x) is str for x in v):
+            add((_EQ, tuple(v)))  # a list of names: compared item by item
         else:
             return None
     if slots[0][0] == _EQ or slots[0][0] == _NUM:
