@@ -294,11 +294,11 @@ def _array_slot(v: Any, name: str, ptr: int, uncond_offsets: bool) -> Optional[t
             m = memoryview(v)
         except Exception:  # dtypes without the buffer protocol (ml_dtypes.bfloat16)
             return None
-        st = tuple(b // m.itemsize for b in m.strides)
-        if any(s * m.itemsize != b for s, b in zip(st, m.strides)):
+        item = m.itemsize
+        st = tuple([b // item for b in m.strides])
+        if [s * item for s in st] != list(m.strides):
             return None
-        kind, type_, value, item, dev = _NUMPY, np.ndarray, m.format, m.itemsize, -1
-        host = True
+        kind, type_, value, dev, host = _NUMPY, np.ndarray, m.format, -1, True
     else:
         if v.dim() != len(dimk) or v.data_ptr() != ptr:
             return None
