@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "allowed.h"
 #include "cpu_pool.h"
 #include "cpu_row.h"
 #include "cpu_two_level.h"
@@ -293,8 +294,8 @@ void write_empty_row(const dds_sample_args& a, int32_t V, int32_t i) {
 }
 
 // One row of dds_sample (docs/sampling.md §2-§5). Returns false for an empty row.
-bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int32_t i, int32_t j,
-                Scratch& s) {
+bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int32_t r, int32_t i,
+                int32_t j, Scratch& s) {
   float* l = s.l.data();
   // §2: guidance, ban, sanitisation (one dtype dispatch per row, then fp32 loops).
   const float* c = cpu::row_as_f32(a.logits, a.dtype, (int64_t)i * a.row_stride, V, s.x.data());
@@ -306,6 +307,9 @@ bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int
     for (int32_t t = 0; t < V; ++t) l[t] = cpu::row_logit(c[t], 0.f, 0.f, false);
   }
   if (a.banned_token >= 0 && a.banned_token < V) l[a.banned_token] = -kInf;
+  if (const int32_t* mask = allowed_row(a.allowed_token_masks, a.allowed_mask_stride, r))
+    for (int32_t t = 0; t < V; ++t)
+      if (!allowed(mask, t)) l[t] = -kInf;
   int32_t n0 = 0;
   for (int32_t t = 0; t < V; ++t) n0 += l[t] > -kInf;
   if (n0 == 0) return false;
@@ -387,7 +391,7 @@ void sample_part(void* ctx, int part) {
   for (int32_t i = begin; i < end; ++i) {
     const int32_t r = c.row_request[i];
     const int32_t j = i - (a.row_offsets ? a.row_offsets[r] : r);
-    c.row_empty[i] = !sample_row(a, c.V, c.params[r], i, j, c.scratch[part]);
+    c.row_empty[i] = !sample_row(a, c.V, c.params[r], r, i, j, c.scratch[part]);
     if (c.row_empty[i]) write_empty_row(a, c.V, i);
   }
 }
@@ -475,6 +479,7 @@ class CpuBackend final : public Backend {
         n_ids = a.num_token_ids ? a.num_token_ids[r] : n;
         n_ids = std::max(0, std::min(n_ids, n));
       }
+      const int32_t* mask = allowed_row(a.allowed_token_masks, a.allowed_mask_stride, r);
       for (int32_t j = 0; j < nvalid; ++j) {
         const int32_t i = row_begin + j;
         const float* src =
@@ -483,6 +488,7 @@ class CpuBackend final : public Backend {
         for (int32_t t = 0; t < V; ++t) {
           float x = cpu::sanitize(src[t]) * invT;
           if (x == kInf) x = FLT_MAX;
+          if (!allowed(mask, t)) x = -kInf;
           v[t] = x;
           nf += x > -kInf;
         }
