@@ -28,12 +28,15 @@ How vLLM's semantics map onto dds:
   stash pass at temperature 1e-20 (one entry per row) yields ``log p = -log k`` for the k tied
   maxima, hence vLLM's rank (exact while the tied maxima of a row are fewer than ~5000 and
   distinct values differ by more than 1e-18).
-- Graph safety: no host synchronisation, no host-to-device copy. Each call allocates only its
-  returned outputs (``sample_row_stats``; the two int64 outputs share one buffer that also
-  holds their int32 staging) and runs a few small elementwise kernels on persistent buffers;
-  the dds samplers and these buffers live in a cache per (backend, device, vocabulary). A
-  sampler is created, or replaced by a larger one, only outside CUDA graph capture: run each
-  shape once eagerly (vLLM's warm-up does) before capturing.
+- Graph safety: no host synchronisation, no host-to-device copy. ``sample_row_stats``
+  allocates only its returned outputs (the two int64 outputs share one buffer that also holds
+  their int32 staging) and otherwise writes persistent buffers; ``stash_converged_logprobs``
+  writes the caller's outputs through persistent scratch and allocates only a few temporaries
+  of O(requests + slots) elements (index maps). Besides the dds calls each runs a few small
+  elementwise kernels (row offsets, clamped temperatures, the greedy fix, int32 -> int64).
+  The dds samplers and the buffers live in a cache per (array library, backend, device,
+  vocabulary); a sampler is created, or replaced by a larger one, only outside CUDA graph
+  capture: run each shape once eagerly (vLLM's warm-up does) before capturing.
 
 Allowed token sets (constrained reads) and the entropy-bound reveal are dds primitives
 (``allowed_token_masks=``, ``Sampler.reveal(policy="entropy_bound")``); where the loaded dds
