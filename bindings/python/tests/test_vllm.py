@@ -341,3 +341,55 @@ def test_allowed_sets_sample_and_stash(rng):
     np.testing.assert_array_equal(out[0], r[0])
     np.testing.assert_array_equal(out[2], r[2])
     np.testing.assert_allclose(out[1], r[1], rtol=1e-6, atol=2e-5)
+
+
+# -- CUDA (marker gpu; gpu-test.sh runs these on the GPU machine) -------------------------------
+@pytest.fixture(scope="module")
+def cuda():
+    # gpu-test.sh sets DDS_REQUIRE_GPU=1: there a missing device is a failure, not a skip
+    import os
+    why = ("torch is not installed" if torch is None else
+           "torch sees no CUDA device" if not torch.cuda.is_available() else
+           "libdds has no CUDA backend" if not dds.has_cuda() else None)
+    if why:
+        if os.environ.get("DDS_REQUIRE_GPU") == "1":
+            pytest.fail(f"DDS_REQUIRE_GPU=1 but {why}")
+        pytest.skip(why)
+    return torch
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu_and_replays_in_a_graph(cuda, rng):
+    V, cl = 5000, 8
+    temps = np.array([1.0, 0.0, 0.6, 0.3], np.float32)
+    x = tied_logits(rng, 4 * cl, V)
+    xd = cuda.from_numpy(x).cuda().to(cuda.bfloat16)
+    xb = xd.float().cpu().numpy()
+    td = cuda.from_numpy(temps).cuda()
+    am, smp, ent, probs = ddsv.sample_row_stats(xd, td, cl, 77, cuda.bfloat16)
+    r_am, r_ent, r_probs = ref_row_stats(xb, temps, cl)
+    np.testing.assert_array_equal(am.cpu().numpy(), r_am)
+    np.testing.assert_allclose(ent.cpu().numpy(), r_ent, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(probs.float().cpu().numpy(), r_probs, rtol=2 ** -7, atol=1e-9)
+    np.testing.assert_array_equal(smp[cl:2 * cl].cpu().numpy(), r_am[cl:2 * cl])
+    # captured after the eager call above, replayed: the same draws (same seed)
+    g = cuda.cuda.CUDAGraph()
+    with cuda.cuda.graph(g):
+        out = ddsv.sample_row_stats(xd, td, cl, 77, cuda.bfloat16)
+    g.replay()
+    cuda.cuda.synchronize()
+    assert cuda.equal(out[1], smp) and cuda.equal(out[0], am) and cuda.equal(out[2], ent)
+
+    case = stash_case(rng, False, True)
+    (x, cl, src, slots, keep, valid, temps, num_topk, nids, tids, width, lm, S, W) = case
+    d = lambda a: cuda.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    out_ids = cuda.full((S, W, width + 1), -7, dtype=cuda.int64, device="cuda")
+    out_lp = cuda.full((S, W, width + 1), 99.0, device="cuda")
+    out_rk = cuda.full((S, W), -5, dtype=cuda.int64, device="cuda")
+    ddsv.stash_converged_logprobs(d(x), cl, d(src), d(slots), d(keep), d(valid), d(temps),
+                                  num_topk, d(nids), d(tids), out_ids, out_lp, out_rk, lm)
+    r_ids, r_lp, r_rk = ref_stash(x, cl, src, slots, keep, valid, temps, num_topk, nids, tids,
+                                  width, lm, S, W, (-7, 99.0, -5))
+    np.testing.assert_array_equal(out_ids.cpu().numpy(), r_ids)
+    np.testing.assert_array_equal(out_rk.cpu().numpy(), r_rk)
+    np.testing.assert_allclose(out_lp.cpu().numpy(), r_lp, rtol=1e-5, atol=1e-4)
