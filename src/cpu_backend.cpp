@@ -134,7 +134,7 @@ void distribution_stats(const float* w, int32_t V, const TopTwo& tt, int32_t tok
   if (want_entropy) st->entropy = std::max(0.0, logS - E / Z);
   if (po.base) {
     float* out = po.dtype == DDS_DTYPE_F32 ? static_cast<float*>(po.base) + po.offset : staging;
-    cpu::softmax_probs(w, V, tt.v1, (float)logS, out);
+    cpu::softmax_probs(w, V, tt.v1, logS, out);
     if (po.dtype == DDS_DTYPE_BF16) {
       uint16_t* d = static_cast<uint16_t*>(po.base) + po.offset;
       for (int32_t t = 0; t < V; ++t) d[t] = f32_to_bf16(staging[t]);

@@ -123,8 +123,18 @@ void block_terms_scalar(const float* w, int32_t V, float* m, double* s, float* e
   }
 }
 
-void softmax_probs_scalar(const float* w, int32_t V, float M, float L, float* out) {
-  for (int32_t t = 0; t < V; ++t) out[t] = exp_lane((w[t] - M) - L);
+// exp(((w - M) - L) - Llo) as exp(s) (1 + lo): s = (w - M) - L in fp32 and lo its rounding
+// errors (two TwoSums) minus Llo, so that the argument's rounding (|s| 2^-24 relative) does not
+// reach the probability; 0 where exp(s) is (w = -inf included).
+inline float prob_lane(float w, float M, float L, float Llo) {
+  const float s1 = w - M, b1 = s1 - w, e1 = (w - (s1 - b1)) + (-M - b1);
+  const float s2 = s1 - L, b2 = s2 - s1, e2 = (s1 - (s2 - b2)) + (-L - b2);
+  const float x = exp_lane(s2);
+  return x != 0.f ? std::fma(x, (e1 + e2) - Llo, x) : 0.f;
+}
+
+void softmax_probs_scalar(const float* w, int32_t V, float M, float L, float Llo, float* out) {
+  for (int32_t t = 0; t < V; ++t) out[t] = prob_lane(w[t], M, L, Llo);
 }
 
 #ifdef DDS_CPU_VEC_X86
@@ -206,12 +216,21 @@ DDS_AVX2 void block_terms_avx2(const float* w, int32_t V, float* m, double* s, f
   }
 }
 
-DDS_AVX2 void softmax_probs_avx2(const float* w, int32_t V, float M, float L, float* out) {
-  const __m256 mv = _mm256_set1_ps(M), lv = _mm256_set1_ps(L);
+DDS_AVX2 void softmax_probs_avx2(const float* w, int32_t V, float M, float L, float Llo, float* out) {
+  const __m256 mv = _mm256_set1_ps(M), nm = _mm256_set1_ps(-M), lv = _mm256_set1_ps(L),
+               nl = _mm256_set1_ps(-L), llo = _mm256_set1_ps(Llo), zero = _mm256_setzero_ps();
   int32_t t = 0;
-  for (; t + 8 <= V; t += 8)
-    _mm256_storeu_ps(out + t, exp_avx2(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(w + t), mv), lv)));
-  for (; t < V; ++t) out[t] = exp_lane((w[t] - M) - L);
+  for (; t + 8 <= V; t += 8) {
+    const __m256 wv = _mm256_loadu_ps(w + t);
+    const __m256 s1 = _mm256_sub_ps(wv, mv), b1 = _mm256_sub_ps(s1, wv);
+    const __m256 e1 = _mm256_add_ps(_mm256_sub_ps(wv, _mm256_sub_ps(s1, b1)), _mm256_sub_ps(nm, b1));
+    const __m256 s2 = _mm256_sub_ps(s1, lv), b2 = _mm256_sub_ps(s2, s1);
+    const __m256 e2 = _mm256_add_ps(_mm256_sub_ps(s1, _mm256_sub_ps(s2, b2)), _mm256_sub_ps(nl, b2));
+    const __m256 x = exp_avx2(s2);
+    const __m256 p = _mm256_fmadd_ps(x, _mm256_sub_ps(_mm256_add_ps(e1, e2), llo), x);
+    _mm256_storeu_ps(out + t, _mm256_and_ps(p, _mm256_cmp_ps(x, zero, _CMP_NEQ_UQ)));
+  }
+  for (; t < V; ++t) out[t] = prob_lane(w[t], M, L, Llo);
 }
 #undef DDS_AVX2
 
@@ -272,12 +291,22 @@ DDS_AVX512 void block_terms_avx512(const float* w, int32_t V, float* m, double* 
   }
 }
 
-DDS_AVX512 void softmax_probs_avx512(const float* w, int32_t V, float M, float L, float* out) {
-  const __m512 mv = _mm512_set1_ps(M), lv = _mm512_set1_ps(L);
+DDS_AVX512 void softmax_probs_avx512(const float* w, int32_t V, float M, float L, float Llo,
+                                     float* out) {
+  const __m512 mv = _mm512_set1_ps(M), nm = _mm512_set1_ps(-M), lv = _mm512_set1_ps(L),
+               nl = _mm512_set1_ps(-L), llo = _mm512_set1_ps(Llo), zero = _mm512_setzero_ps();
   int32_t t = 0;
-  for (; t + 16 <= V; t += 16)
-    _mm512_storeu_ps(out + t, exp_avx512(_mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(w + t), mv), lv)));
-  for (; t < V; ++t) out[t] = exp_lane((w[t] - M) - L);
+  for (; t + 16 <= V; t += 16) {
+    const __m512 wv = _mm512_loadu_ps(w + t);
+    const __m512 s1 = _mm512_sub_ps(wv, mv), b1 = _mm512_sub_ps(s1, wv);
+    const __m512 e1 = _mm512_add_ps(_mm512_sub_ps(wv, _mm512_sub_ps(s1, b1)), _mm512_sub_ps(nm, b1));
+    const __m512 s2 = _mm512_sub_ps(s1, lv), b2 = _mm512_sub_ps(s2, s1);
+    const __m512 e2 = _mm512_add_ps(_mm512_sub_ps(s1, _mm512_sub_ps(s2, b2)), _mm512_sub_ps(nl, b2));
+    const __m512 x = exp_avx512(s2);
+    const __m512 p = _mm512_fmadd_ps(x, _mm512_sub_ps(_mm512_add_ps(e1, e2), llo), x);
+    _mm512_storeu_ps(out + t, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ), p));
+  }
+  for (; t < V; ++t) out[t] = prob_lane(w[t], M, L, Llo);
 }
 #undef DDS_AVX512
 
@@ -313,14 +342,15 @@ bool block_terms_isa(VecIsa isa, const float* w, int32_t V, float* m, double* s,
   return true;
 }
 
-bool softmax_probs_isa(VecIsa isa, const float* w, int32_t V, float M, float L, float* out) {
+bool softmax_probs_isa(VecIsa isa, const float* w, int32_t V, float M, double logS, float* out) {
   if (!available(isa)) return false;
+  const float L = (float)logS, Llo = (float)(logS - (double)L);
   switch (isa) {
 #ifdef DDS_CPU_VEC_X86
-    case VecIsa::kAvx512: softmax_probs_avx512(w, V, M, L, out); break;
-    case VecIsa::kAvx2: softmax_probs_avx2(w, V, M, L, out); break;
+    case VecIsa::kAvx512: softmax_probs_avx512(w, V, M, L, Llo, out); break;
+    case VecIsa::kAvx2: softmax_probs_avx2(w, V, M, L, Llo, out); break;
 #endif
-    default: softmax_probs_scalar(w, V, M, L, out); break;
+    default: softmax_probs_scalar(w, V, M, L, Llo, out); break;
   }
   return true;
 }
@@ -329,8 +359,8 @@ void block_terms(const float* w, int32_t V, float* m, double* s, float* e) {
   block_terms_isa(g_isa, w, V, m, s, e);
 }
 
-void softmax_probs(const float* w, int32_t V, float M, float L, float* out) {
-  softmax_probs_isa(g_isa, w, V, M, L, out);
+void softmax_probs(const float* w, int32_t V, float M, double logS, float* out) {
+  softmax_probs_isa(g_isa, w, V, M, logS, out);
 }
 
 }  // namespace cpu

@@ -25,16 +25,17 @@ float exp_f32(float x);
 // peaked block's s - 1 (what log-probs near 0 depend on) keeps its relative accuracy.
 void block_terms(const float* w, int32_t V, float* m, double* s, float* e);
 
-// out[t] = exp((w[t] - M) - L) in fp32 (0 where w[t] = -inf): the probabilities of softmax(w)
-// with M its maximum and L = log of its normaliser relative to M.
-void softmax_probs(const float* w, int32_t V, float M, float L, float* out);
+// out[t] = exp((w[t] - M) - logS) in fp32 (0 where w[t] = -inf): the probabilities of
+// softmax(w) with M its maximum and logS = log of its normaliser relative to M. The argument's
+// fp32 rounding errors are carried as a first-order correction (within ~1e-7 relative).
+void softmax_probs(const float* w, int32_t V, float M, double logS, float* out);
 
 // Which lane implementation the calls above use (tests: every available one gives the same bits).
 enum class VecIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 VecIsa vec_isa();
 // The implementations one by one (false when the CPU lacks the ISA): for the tests.
 bool block_terms_isa(VecIsa isa, const float* w, int32_t V, float* m, double* s, float* e);
-bool softmax_probs_isa(VecIsa isa, const float* w, int32_t V, float M, float L, float* out);
+bool softmax_probs_isa(VecIsa isa, const float* w, int32_t V, float M, double logS, float* out);
 
 }  // namespace cpu
 }  // namespace dds

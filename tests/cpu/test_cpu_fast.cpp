@@ -342,7 +342,7 @@ TEST_CASE("vector lanes: every ISA path gives the scalar path's bits") {
       std::vector<double> s0(nb);
       REQUIRE(dds::cpu::block_terms_isa(VecIsa::kScalar, w.data(), V, m0.data(), s0.data(),
                                         e0.data()));
-      REQUIRE(dds::cpu::softmax_probs_isa(VecIsa::kScalar, w.data(), V, m0[0], 0.5f, p0.data()));
+      REQUIRE(dds::cpu::softmax_probs_isa(VecIsa::kScalar, w.data(), V, m0[0], 0.5, p0.data()));
       for (VecIsa isa : {VecIsa::kAvx2, VecIsa::kAvx512}) {
         std::vector<float> m(nb), e(nb), p(V);
         std::vector<double> s(nb), s2(nb);
@@ -356,7 +356,7 @@ TEST_CASE("vector lanes: every ISA path gives the scalar path's bits") {
         // Without the entropy term: the same sums.
         REQUIRE(dds::cpu::block_terms_isa(isa, w.data(), V, m.data(), s2.data(), nullptr));
         CHECK(same_bits(s2, s0));
-        REQUIRE(dds::cpu::softmax_probs_isa(isa, w.data(), V, m0[0], 0.5f, p.data()));
+        REQUIRE(dds::cpu::softmax_probs_isa(isa, w.data(), V, m0[0], 0.5, p.data()));
         CHECK(same_bits(p, p0));
         ++paths;
       }
