@@ -14,10 +14,11 @@ constexpr int32_t kReqBadTopK = 4;         // negative: 0 (off) used
 constexpr int32_t kReqBadTopP = 8;         // NaN: 1 (off) used
 constexpr int32_t kReqBadMinP = 16;        // NaN or negative: 0 (off) used
 constexpr int32_t kReqBadUncondRows = 32;  // uncond rows out of range: no guidance
-constexpr int32_t kReqEmptyRow = 64;       // a row had no finite, unbanned column
+constexpr int32_t kReqEmptyRow = 64;       // a row had no finite, unbanned, allowed column
 constexpr int32_t kReqBadSlot = 128;       // stash: slot out of range, request skipped
 constexpr int32_t kReqBadPolicy = 256;     // reveal: unknown policy, TOP_N used
 constexpr int32_t kReqBadPosition = 512;   // reveal: a position outside the canvas
+constexpr int32_t kReqBadEntropyBound = 8192;  // reveal ENTROPY_BOUND: NaN or negative, 0 used
 
 }  // namespace dds
 

@@ -25,8 +25,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from . import _arrays, _dds
-from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, describe, dtype_name, matrix,
-                      out_vector_ptr, vector)
+from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, allowed_masks, describe,
+                      dtype_name, matrix, out_vector_ptr, vector)
 
 SAMPLE_OUTPUTS = ("tokens", "logprobs", "argmax", "confidence", "margin", "entropy", "probs",
                   "request_status")
@@ -183,6 +183,10 @@ def build_sample_args(sampler: Any, shard_cols: Optional[int], logits: Any, kw: 
     banned_token = kw["banned_token"]
     if banned_token is not None and not (banned_token.__class__ is int and banned_token == -1):
         a.banned_token = check_int(banned_token, "banned_token", -1, sampler.vocab_size - 1)
+    masks = kw["allowed_token_masks"]
+    if masks is not None:
+        a.allowed_token_masks, a.allowed_mask_stride = allowed_masks(masks, ctx, R,
+                                                                     sampler.vocab_size)
     stats = kw["stats"]
     if isinstance(stats, str):
         code = _STATS.get(stats.lower())
@@ -240,7 +244,7 @@ PLAN_SLOTS = ("logits", "row_offsets", "positions", "uncond_logits", "uncond_row
               "guidance_scale", "temperature", "top_k", "top_p", "min_p", "seed", "step",
               "banned_token", "stats", "outputs", "dtype", "probs_dtype", "out_tokens",
               "out_logprobs", "out_argmax", "out_confidence", "out_margin", "out_entropy",
-              "out_probs", "out_request_status", "stream")
+              "out_probs", "out_request_status", "stream", "allowed_token_masks")
 MAX_PLANS = 4  # per sampler, most recently used first
 _EQ, _TORCH, _NUMPY, _NUM = 0, 1, 2, 3  # slot kinds of dds.i
 _F32, _I32, _U32, _U64 = 0, 1, 2, 3
@@ -320,9 +324,10 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
               ctx: CallContext) -> Any:
     """The plan of a call that just succeeded with args `a` (a dds_py_plan_new capsule), or None
     when the call cannot be repeated by patching: host values converted or copied, arrays of
-    other libraries, stream objects, outputs allocated on a given stream."""
-    if ctx.converted or ctx.lib not in ("numpy", "torch"):
-        return None
+    other libraries, stream objects, outputs allocated on a given stream, allowed-token
+    masks."""
+    if ctx.converted or ctx.lib not in ("numpy", "torch") or kw["allowed_token_masks"] is not None:
+        return None  # (allowed_token_masks: not planned, every call takes the full path)
     tensor = _arrays.torch_tensor_type()
     uncond_offsets = kw["uncond_row_offsets"] is not None
     slots = []

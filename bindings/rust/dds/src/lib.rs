@@ -156,6 +156,8 @@ pub mod request_status {
     pub const BAD_POSITION: i32 = sys::DDS_REQ_BAD_POSITION as i32;
     /// CUDA reveal: a request with more than 4096 rows was not processed.
     pub const TOO_MANY_ROWS: i32 = sys::DDS_REQ_TOO_MANY_ROWS as i32;
+    /// Reveal ENTROPY_BOUND: a NaN or negative entropy bound; 0 used.
+    pub const BAD_ENTROPY_BOUND: i32 = sys::DDS_REQ_BAD_ENTROPY_BOUND as i32;
 }
 
 /// Version of the loaded libdds as `(major, minor, patch)`.
