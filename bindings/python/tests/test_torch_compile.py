@@ -43,13 +43,14 @@ def test_ops_are_registered_and_pass_opcheck():
     mask = sum(1 << i for i in range(len(OUTS)))
     head = (s._op_id, x, offs, None, None, None, 0.0, None, 0.8, None, 3, None, 1.0, None,
             0.0, None, 0, seeds, 2, None, -1, 0)
-    torch.library.opcheck(torch.ops.dds.sample.default, head + (mask, None, None))
+    torch.library.opcheck(torch.ops.dds.sample.default, head + (mask, None, None, None))
     outs = [torch.empty(6, dtype=torch.int32), None, None, torch.empty(6), None, None, None,
             torch.empty(2, dtype=torch.int32)]
-    torch.library.opcheck(torch.ops.dds.sample_out.default, head + (0, None, None, *outs))
+    torch.library.opcheck(torch.ops.dds.sample_out.default,
+                          head + (0, None, None, None, *outs))
     eager = s.sample(x, row_offsets=offs, temperature=0.8, top_k=3, seed=seeds, step=2,
                      outputs=OUTS)
-    got = torch.ops.dds.sample(*head, mask, None, None)
+    got = torch.ops.dds.sample(*head, mask, None, None, None)  # dtype, probs_dtype, masks
     for name, t in zip(OUTS, got):
         torch.testing.assert_close(t, getattr(eager, name), rtol=0, atol=0, msg=name)
     s.close()
