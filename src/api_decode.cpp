@@ -9,6 +9,7 @@
 
 #include "cpu_two_level.h"
 #include "internal.h"
+#include "offsets.h"
 #include "rng.h"
 
 namespace dds {
@@ -36,8 +37,15 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
   std::vector<double> key;
   for (int32_t r = 0; r < a.num_requests; ++r) {
     int32_t status = 0;
+    // The row_offsets rule (kernels/common/offsets.h): request r handles the rows [lo, hi) the
+    // search gives it: its own rows when its offsets are good, else its orphan rows (never
+    // revealed). Default position: i - row_offsets[r].
     const int32_t b = a.row_offsets ? a.row_offsets[r] : r;
-    const int32_t e = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
+    const bool rows_ok =
+        offsets::good(b, a.row_offsets ? a.row_offsets[r + 1] : r + 1, r, a.num_requests, a.num_rows);
+    if (!rows_ok) status |= DDS_REQ_BAD_ROW_OFFSETS;
+    int32_t lo, hi;
+    offsets::rows_of(a.row_offsets, a.num_requests, a.num_rows, r, &lo, &hi);
     int32_t* canvas = a.canvas ? a.canvas + (int64_t)r * a.canvas_stride : nullptr;
     // EOS rule: first EOS already in the canvas.
     int32_t first_eos = -1;
@@ -58,8 +66,9 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
     float tau = a.position_temperatures ? a.position_temperatures[r] : a.position_temperature;
     if (!(tau > 0.f) || std::isinf(tau)) tau = 0.f;  // NaN, <= 0, inf: off
     cand.clear();
-    for (int32_t i = b; i < e; ++i) {
+    for (int32_t i = lo; i < hi; ++i) {
       a.reveal[i] = 0;
+      if (!rows_ok) continue;
       const int32_t pos = a.positions ? a.positions[i] : i - b;
       bool ok = a.eligible ? a.eligible[i] != 0 : true;
       if (canvas && (pos < 0 || pos >= a.canvas_length)) {
@@ -76,7 +85,7 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
       return std::isnan(s) ? -kInfD : (double)s;
     };
     // Ranking key per candidate.
-    key.assign((size_t)(e - b), 0.0);
+    key.assign((size_t)(hi - lo), 0.0);
     for (int32_t i : cand) {
       double k = score_of(i);
       if (policy == DDS_REVEAL_RANDOM) {
@@ -84,10 +93,10 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
       } else if (policy == DDS_REVEAL_TOP_N && tau > 0.f) {
         k = k / (double)tau + gumbel(seed, step, (uint32_t)pos_of(i), 1u, kSaltReveal);
       }
-      key[i - b] = k;
+      key[i - lo] = k;
     }
     std::sort(cand.begin(), cand.end(), [&](int32_t x, int32_t y) {
-      const double kx = key[x - b], ky = key[y - b];
+      const double kx = key[x - lo], ky = key[y - lo];
       if (kx != ky) return kx > ky;
       const int32_t px = pos_of(x), py = pos_of(y);
       return px != py ? px < py : x < y;
@@ -164,8 +173,8 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
   std::vector<float> P((size_t)(n + 1) * V), Q((size_t)std::max(n, 1) * V);
   if (a.request_status) std::fill(a.request_status, a.request_status + a.num_requests, 0);
   for (int32_t r = 0; r < a.num_requests; ++r) {
-    int32_t nr = a.draft_counts ? a.draft_counts[r] : n;
-    nr = std::max(0, std::min(nr, n));
+    int32_t count_status = 0;
+    const int32_t nr = offsets::draft_count(a.draft_counts ? a.draft_counts[r] : n, n, &count_status);
     dds_sample_args s;
     dds_sample_args_init(&s, sizeof s);
     s.num_requests = 1;
@@ -191,7 +200,7 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
     int32_t offs[2] = {0, nr + 1};
     s.row_offsets = offs;
     if ((st = cpu.sample(s, nullptr)) != DDS_OK) return st;
-    int32_t req_status = status;
+    int32_t req_status = status | count_status;
     if (nr > 0) {
       s.num_rows = nr;
       offs[1] = nr;
@@ -264,7 +273,7 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
   return DDS_OK;
 }
 
-dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a) {
+dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream) {
   const char* fn = "dds_reveal";
   if (a->num_rows < 0)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
@@ -322,12 +331,12 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a) {
                                       {"finished", a->finished},
                                       {"request_status", a->request_status}});
   if (st != DDS_OK) return st;
-  if (a->row_offsets && be.host_readable())
-    return check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, nullptr);
+  if (a->row_offsets && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0)
+    return check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
   return DDS_OK;
 }
 
-dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
+dds_status validate_verify(dds_sampler* s, dds_verify_args* a, dds_stream stream) {
   const char* fn = "dds_verify_drafts";
   const int32_t V = s->config.vocab_size;
   if (a->num_requests < 1)
@@ -368,7 +377,7 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
     return fail(DDS_ERR_INVALID_ARGUMENT,
                 "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
                 a->banned_token, V);
-  return check_ptrs(*s->backend, fn,
+  dds_status pst = check_ptrs(*s->backend, fn,
                     {{"draft_counts", a->draft_counts}, {"draft_tokens", a->draft_tokens},
                      {"draft_logits", a->draft_logits}, {"target_logits", a->target_logits},
                      {"temperatures", a->temperatures}, {"top_ks", a->top_ks},
@@ -376,6 +385,18 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
                      {"steps", a->steps}, {"accepted_counts", a->accepted_counts},
                      {"out_tokens", a->out_tokens}, {"out_logprobs", a->out_logprobs},
                      {"request_status", a->request_status}});
+  if (pst != DDS_OK) return pst;
+  if (a->draft_counts && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0) {
+    std::vector<int32_t> h;
+    if ((pst = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &h, stream)) != DDS_OK)
+      return pst;
+    for (int32_t r = 0; r < a->num_requests; ++r)
+      if (h[r] < 0 || h[r] > a->num_drafts)
+        return fail(DDS_ERR_INVALID_VALUE,
+                    "%s: args->draft_counts[%d] (request %d) = %d must be in [0, num_drafts = %d]",
+                    fn, r, r, h[r], a->num_drafts);
+  }
+  return DDS_OK;
 }
 
 }  // namespace
@@ -419,7 +440,7 @@ DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args,
     if (st != DDS_OK) return st;
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_reveal: sampler is in use by another thread");
-    st = dds::validate_reveal(sampler, &a);
+    st = dds::validate_reveal(sampler, &a, stream);
     if (st != DDS_OK || a.num_rows == 0) return st;
     if (sampler->backend->host_readable()) return dds::cpu_reveal(a);
     return sampler->backend->reveal(a, stream);
@@ -437,7 +458,7 @@ DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args
     if (st != DDS_OK) return st;
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_verify_drafts: sampler is in use by another thread");
-    st = dds::validate_verify(sampler, &a);
+    st = dds::validate_verify(sampler, &a, stream);
     if (st != DDS_OK) return st;
     if (sampler->backend->host_readable()) return dds::cpu_verify(*sampler->backend, sampler->config, a);
     return sampler->backend->verify(a, stream);

@@ -18,6 +18,8 @@ constexpr int32_t kReqEmptyRow = 64;       // a row had no finite, unbanned colu
 constexpr int32_t kReqBadSlot = 128;       // stash: slot out of range, request skipped
 constexpr int32_t kReqBadPolicy = 256;     // reveal: unknown policy, TOP_N used
 constexpr int32_t kReqBadPosition = 512;   // reveal: a position outside the canvas
+constexpr int32_t kReqBadRowOffsets = 2048;  // row offsets reversed / out of range: no rows
+constexpr int32_t kReqBadDraftCount = 4096;  // verify: draft count outside [0, n]: clamped
 
 }  // namespace dds
 
