@@ -30,6 +30,7 @@
 
 #include "../common/dtype.h"
 #include "../common/launch.cuh"
+#include "../common/offsets.h"
 #include "../common/rng.h"
 #include "../common/status.h"
 
@@ -115,8 +116,7 @@ struct Req {
 __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   Req q;
   q.status = 0;
-  int32_t nr = P.draft_counts ? P.draft_counts[r] : P.n;
-  q.nr = max(0, min(nr, P.n));
+  q.nr = offsets::draft_count(P.draft_counts ? P.draft_counts[r] : P.n, P.n, &q.status);
   float T = P.temps ? P.temps[r] : P.temp;
   if (isnan(T) || T < 0.f || isinf(T)) {
     T = 1.f;
