@@ -20,6 +20,10 @@ const (
 	ReqBadPolicy   = 256  // unknown policy: TOP_N used
 	ReqBadPosition = 512  // a row's position is outside [0, CanvasLength)
 	ReqTooManyRows = 1024 // CUDA dds_reveal: a request with more than 4096 rows is not processed
+	// Row offsets of the request reversed or outside [0, NumRows] (or a bad first / last
+	// offset): the request owns no rows (docs/sampling.md §1). Also set by sample and stash.
+	ReqBadRowOffsets = 2048
+	ReqBadDraftCount = 4096 // verify: a draft count outside [0, NumDrafts]: clamped
 )
 
 // RevealParams are the host scalars of dds_reveal_args. Start from NewRevealArgs.

@@ -156,6 +156,11 @@ pub mod request_status {
     pub const BAD_POSITION: i32 = sys::DDS_REQ_BAD_POSITION as i32;
     /// CUDA reveal: a request with more than 4096 rows was not processed.
     pub const TOO_MANY_ROWS: i32 = sys::DDS_REQ_TOO_MANY_ROWS as i32;
+    /// Row offsets of the request reversed or outside `[0, num_rows]` (or a bad first / last
+    /// offset): the request owns no rows (docs/sampling.md §1).
+    pub const BAD_ROW_OFFSETS: i32 = sys::DDS_REQ_BAD_ROW_OFFSETS as i32;
+    /// Verify: draft count outside `[0, num_drafts]`: clamped.
+    pub const BAD_DRAFT_COUNT: i32 = sys::DDS_REQ_BAD_DRAFT_COUNT as i32;
 }
 
 /// Version of the loaded libdds as `(major, minor, patch)`.
