@@ -17,7 +17,10 @@ static_assert(dds::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE && dds::kReqBad
                   dds::kReqEmptyRow == DDS_REQ_EMPTY_ROW && dds::kReqBadSlot == DDS_REQ_BAD_SLOT &&
                   dds::kReqBadPolicy == DDS_REQ_BAD_POLICY && dds::kReqBadPosition == DDS_REQ_BAD_POSITION &&
                   dds::kReqBadRowOffsets == DDS_REQ_BAD_ROW_OFFSETS &&
-                  dds::kReqBadDraftCount == DDS_REQ_BAD_DRAFT_COUNT,
+                  dds::kReqBadDraftCount == DDS_REQ_BAD_DRAFT_COUNT &&
+                  dds::kReqBadTokenId == DDS_REQ_BAD_TOKEN_ID &&
+                  dds::kReqBadNumTokenIds == DDS_REQ_BAD_NUM_TOKEN_IDS &&
+                  dds::kReqBadRevealParam == DDS_REQ_BAD_REVEAL_PARAM,
               "kernels/common/status.h and include/dds/dds.h disagree");
 
 namespace dds {
@@ -317,6 +320,33 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
                                   return (v < 0 || v > nt) ? "must be in [0, num_top]" : nullptr;
                                 })) != DDS_OK)
       return st;
+    // Input token ids (DDS_REQ_BAD_TOKEN_ID): each request's first num_token_ids[r] ids, every
+    // row's committed token.
+    if (a->token_ids && nt > 0) {
+      std::vector<int32_t> ids, nids;
+      if ((st = fetch(be, a->token_ids, (size_t)n * nt, &ids, stream)) != DDS_OK) return st;
+      if (a->num_token_ids && (st = fetch(be, a->num_token_ids, (size_t)n, &nids, stream)) != DDS_OK)
+        return st;
+      for (int32_t r = 0; r < n; ++r) {
+        const int32_t k = a->num_token_ids ? nids[r] : nt;
+        for (int32_t e = 0; e < k; ++e)
+          if (ids[(size_t)r * nt + e] < 0 || ids[(size_t)r * nt + e] >= V)
+            return fail(DDS_ERR_INVALID_VALUE,
+                        "%s: args->token_ids[%d] (request %d, id %d) = %d must be in [0, "
+                        "vocab_size = %d)",
+                        fn, r * nt + e, r, e, ids[(size_t)r * nt + e], V);
+      }
+    }
+    if (a->committed_tokens) {
+      std::vector<int32_t> ct;
+      if ((st = fetch(be, a->committed_tokens, (size_t)a->num_rows, &ct, stream)) != DDS_OK)
+        return st;
+      for (int32_t i = 0; i < a->num_rows; ++i)
+        if (ct[i] < 0 || ct[i] >= V)
+          return fail(DDS_ERR_INVALID_VALUE,
+                      "%s: args->committed_tokens[%d] (row %d) = %d must be in [0, vocab_size = %d)",
+                      fn, i, i, ct[i], V);
+    }
   }
   return DDS_OK;
 }

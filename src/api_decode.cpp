@@ -64,7 +64,11 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
     const uint64_t seed = a.seeds ? a.seeds[r] : a.seed;
     const uint32_t step = a.steps ? a.steps[r] : a.step;
     float tau = a.position_temperatures ? a.position_temperatures[r] : a.position_temperature;
+    if (std::isnan(tau) || tau < 0.f) status |= DDS_REQ_BAD_REVEAL_PARAM;
     if (!(tau > 0.f) || std::isinf(tau)) tau = 0.f;  // NaN, <= 0, inf: off
+    if (a.thresholds && std::isnan(a.thresholds[r])) status |= DDS_REQ_BAD_REVEAL_PARAM;
+    if (a.factors && (!std::isfinite(a.factors[r]) || a.factors[r] < 0.f))
+      status |= DDS_REQ_BAD_REVEAL_PARAM;
     cand.clear();
     for (int32_t i = lo; i < hi; ++i) {
       a.reveal[i] = 0;
@@ -201,6 +205,10 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
     s.row_offsets = offs;
     if ((st = cpu.sample(s, nullptr)) != DDS_OK) return st;
     int32_t req_status = status | count_status;
+    for (int32_t i = 0; i < nr; ++i) {
+      const int32_t d = a.draft_tokens[(size_t)r * n + i];
+      if (d < 0 || d >= V) req_status |= DDS_REQ_BAD_TOKEN_ID;
+    }
     if (nr > 0) {
       s.num_rows = nr;
       offs[1] = nr;
@@ -331,8 +339,36 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream
                                       {"finished", a->finished},
                                       {"request_status", a->request_status}});
   if (st != DDS_OK) return st;
-  if (a->row_offsets && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0)
-    return check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
+  if ((s->config.flags & DDS_FLAG_DEBUG_CHECKS) == 0) return DDS_OK;
+  if (a->row_offsets &&
+      (st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream)) != DDS_OK)
+    return st;
+  // The DDS_REQ_BAD_REVEAL_PARAM conditions (the host scalars' rules).
+  const int32_t n = a->num_requests;
+  std::vector<float> h;
+  if (a->thresholds) {
+    if ((st = fetch(be, a->thresholds, (size_t)n, &h, stream)) != DDS_OK) return st;
+    for (int32_t r = 0; r < n; ++r)
+      if (std::isnan(h[r]))
+        return fail(DDS_ERR_INVALID_VALUE, "%s: args->thresholds[%d] (request %d) must not be NaN",
+                    fn, r, r);
+  }
+  if (a->factors) {
+    if ((st = fetch(be, a->factors, (size_t)n, &h, stream)) != DDS_OK) return st;
+    for (int32_t r = 0; r < n; ++r)
+      if (!std::isfinite(h[r]) || h[r] < 0.f)
+        return fail(DDS_ERR_INVALID_VALUE,
+                    "%s: args->factors[%d] (request %d) = %g must be finite and >= 0", fn, r, r,
+                    (double)h[r]);
+  }
+  if (a->position_temperatures) {
+    if ((st = fetch(be, a->position_temperatures, (size_t)n, &h, stream)) != DDS_OK) return st;
+    for (int32_t r = 0; r < n; ++r)
+      if (std::isnan(h[r]) || h[r] < 0.f)
+        return fail(DDS_ERR_INVALID_VALUE,
+                    "%s: args->position_temperatures[%d] (request %d) = %g must be >= 0", fn, r, r,
+                    (double)h[r]);
+  }
   return DDS_OK;
 }
 
@@ -395,6 +431,25 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a, dds_stream stream
         return fail(DDS_ERR_INVALID_VALUE,
                     "%s: args->draft_counts[%d] (request %d) = %d must be in [0, num_drafts = %d]",
                     fn, r, r, h[r], a->num_drafts);
+  }
+  if (a->num_drafts > 0 && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0) {
+    // Draft tokens (DDS_REQ_BAD_TOKEN_ID): each request's first n_r (valid counts: above).
+    std::vector<int32_t> d, c;
+    if ((pst = fetch(*s->backend, a->draft_tokens, (size_t)a->num_requests * a->num_drafts, &d,
+                     stream)) != DDS_OK)
+      return pst;
+    if (a->draft_counts &&
+        (pst = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &c, stream)) != DDS_OK)
+      return pst;
+    for (int32_t r = 0; r < a->num_requests; ++r)
+      for (int32_t i = 0; i < (a->draft_counts ? c[r] : a->num_drafts); ++i) {
+        const int32_t t = d[(size_t)r * a->num_drafts + i];
+        if (t < 0 || t >= V)
+          return fail(DDS_ERR_INVALID_VALUE,
+                      "%s: args->draft_tokens[%d] (request %d, draft %d) = %d must be in [0, "
+                      "vocab_size = %d)",
+                      fn, r * a->num_drafts + i, r, i, t, V);
+      }
   }
   return DDS_OK;
 }

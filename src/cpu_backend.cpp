@@ -487,10 +487,17 @@ class CpuBackend final : public Backend {
       int32_t n_ids = 0;
       if (a.token_ids) {
         n_ids = a.num_token_ids ? a.num_token_ids[r] : n;
+        if (n_ids < 0 || n_ids > n) status |= DDS_REQ_BAD_NUM_TOKEN_IDS;
         n_ids = std::max(0, std::min(n_ids, n));
+        for (int32_t e = 0; e < n_ids; ++e) {
+          const int32_t t = a.token_ids[(int64_t)r * n + e];
+          if (t < 0 || t >= V) status |= DDS_REQ_BAD_TOKEN_ID;
+        }
       }
       for (int32_t j = own_lo - row_begin; j < std::min(nvalid, own_hi - row_begin); ++j) {
         const int32_t i = row_begin + j;
+        if (a.committed_tokens && (a.committed_tokens[i] < 0 || a.committed_tokens[i] >= V))
+          status |= DDS_REQ_BAD_TOKEN_ID;
         const float* src =
             cpu::row_as_f32(a.logits, a.dtype, (int64_t)i * a.row_stride, V, s.x.data());
         int32_t nf = 0;

@@ -24,6 +24,11 @@ const (
 	// offset): the request owns no rows (docs/sampling.md §1). Also set by sample and stash.
 	ReqBadRowOffsets = 2048
 	ReqBadDraftCount = 4096 // verify: a draft count outside [0, NumDrafts]: clamped
+	// An input token id outside [0, vocab): stash committed / own ids (written as given, value
+	// -inf, rank 0), verify drafts (rejected).
+	ReqBadTokenID     = 16384
+	ReqBadNumTokenIDs = 32768 // stash: a num_token_ids value outside [0, NumTop]: clamped
+	ReqBadRevealParam = 65536 // reveal: NaN threshold, bad factor or position temperature
 )
 
 // RevealParams are the host scalars of dds_reveal_args. Start from NewRevealArgs.

@@ -369,6 +369,13 @@ typedef struct dds_reveal_args {
                                         row_offsets[num_requests] != num_rows for the last r):
                                         the request owns no rows (docs/sampling.md §1) */
 #define DDS_REQ_BAD_DRAFT_COUNT 4096 /* verify: draft_counts[r] outside [0, n]: clamped */
+#define DDS_REQ_BAD_TOKEN_ID 16384   /* a token id read as input outside [0, vocab_size): stash
+                                        committed_tokens / token_ids (written as given, value
+                                        -inf, rank 0), verify draft_tokens (rejected) */
+#define DDS_REQ_BAD_NUM_TOKEN_IDS 32768 /* stash: num_token_ids[r] outside [0, num_top]: clamped */
+#define DDS_REQ_BAD_REVEAL_PARAM 65536  /* reveal: thresholds[r] NaN, factors[r] NaN, infinite or
+                                           negative, or position_temperatures[r] NaN or negative
+                                           (used as docs/sampling.md §1 says) */
 
 DDS_API dds_status dds_reveal_args_init(dds_reveal_args* args, size_t struct_size);
 DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args,

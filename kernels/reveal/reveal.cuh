@@ -211,8 +211,11 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   const uint64_t seed = p.seeds ? p.seeds[r] : p.seed;
   const uint32_t step = p.steps ? p.steps[r] : p.step;
   float tau = p.position_temperatures ? p.position_temperatures[r] : p.position_temperature;
+  if (isnan(tau) || tau < 0.f) status |= kReqBadRevealParam;
   if (!(tau > 0.f) || isinf(tau)) tau = 0.f;
   const float thr = p.thresholds ? p.thresholds[r] : p.threshold;
+  if (isnan(thr)) status |= kReqBadRevealParam;
+  if (p.factors && (!isfinite(p.factors[r]) || p.factors[r] < 0.f)) status |= kReqBadRevealParam;
 
   // Pass 1: eligibility, ranking keys (to the workspace), counts.
   int32_t m_local = 0, thr_local = 0, bad_local = 0;

@@ -61,6 +61,21 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
         cnt = max(0, min(nv, hi - rb) - (lo - rb));
         if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+        // The input token ids of the stashed rows (CTA 0 only: it writes the status).
+        if (blockIdx.x == 0 && P.req_status) {
+          if (P.token_ids) {
+            int nid = P.num_token_ids ? P.num_token_ids[r] : P.n;
+            if (nid < 0 || nid > P.n) status |= kReqBadNumTokenIds;
+            nid = max(0, min(nid, P.n));
+            for (int e = 0; e < nid; ++e) {
+              const int t = P.token_ids[(int64_t)r * P.n + e];
+              if (t < 0 || t >= P.V) status |= kReqBadTokenId;
+            }
+          }
+          if (P.committed)
+            for (int i = lo; i < lo + cnt; ++i)
+              if (P.committed[i] < 0 || P.committed[i] >= P.V) status |= kReqBadTokenId;
+        }
       }
     }
     if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;

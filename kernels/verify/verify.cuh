@@ -684,8 +684,11 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
       int32_t st = q.status;
       for (int32_t e = 0; e <= q.nr; ++e)
         if (target_info(P, r, e).mode == kModeEmpty) st |= kReqEmptyRow;
-      for (int32_t e = 0; e < q.nr; ++e)
+      for (int32_t e = 0; e < q.nr; ++e) {
         if (draft_info(P, r, e).mode == kModeEmpty) st |= kReqEmptyRow;
+        const int32_t d = P.draft_tokens[(int64_t)r * P.n + e];
+        if (d < 0 || d >= P.V) st |= kReqBadTokenId;
+      }
       P.request_status[r] = st;
     }
   }

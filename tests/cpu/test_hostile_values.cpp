@@ -319,3 +319,124 @@ TEST_CASE("debug checks: hostile row_offsets and draft counts are DDS_ERR_INVALI
   v.draft_counts = kDraftCountsUsed;
   CHECK(dds_verify_drafts(dbg, &v, nullptr) == DDS_OK);
 }
+
+// The other device-resident values without a bit before (docs/sampling.md §1, the table's last
+// three bits): input token ids outside [0, V), num_token_ids outside [0, num_top], bad reveal
+// parameters. Outputs follow the documented rules (unchanged); the bits say so.
+TEST_CASE("hostile token ids, num_token_ids and reveal parameters are flagged") {
+  constexpr int32_t R = 4, rows = 8, kTop = 3, E = kTop + 1;
+  Sampler s(V, 64, 16, kTop);
+  Sampler dbg(V, 64, 16, kTop, DDS_FLAG_DEBUG_CHECKS);
+  const std::vector<float> lg = hostile_logits();
+  const int32_t offs[R + 1] = {0, 2, 4, 6, 8};
+  auto stash = [&](dds_sampler* sp, const int32_t* ids, const int32_t* nids, const int32_t* committed,
+                   const int32_t* nvalid, std::vector<int32_t>* st) {
+    std::vector<int32_t> out((size_t)R * 2 * E, kPoisonI);
+    st->assign(R, kPoisonI);
+    dds_stash_args a = stash_args();
+    a.num_rows = rows;
+    a.num_requests = R;
+    a.row_offsets = offs;
+    a.logits = lg.data();
+    a.token_ids = ids;
+    a.num_token_ids = nids;
+    a.committed_tokens = committed;
+    a.num_valid = nvalid;
+    a.num_top = kTop;
+    a.num_slots = R;
+    a.rows_per_slot = 2;
+    a.out_token_ids = out.data();
+    a.request_status = st->data();
+    return dds_stash_logprobs(sp, &a, nullptr);
+  };
+  std::vector<int32_t> st;
+  const int32_t ids[R * kTop] = {1, 2, 3, 4, -5, 6, 7, 8, 9, 10, 11, 12};
+  const int32_t nids[R] = {-1, 2, 9, 3};
+  REQUIRE(stash(s, ids, nids, nullptr, nullptr, &st) == DDS_OK);
+  CHECK(st == std::vector<int32_t>{DDS_REQ_BAD_NUM_TOKEN_IDS, DDS_REQ_BAD_TOKEN_ID,
+                                   DDS_REQ_BAD_NUM_TOKEN_IDS, 0});
+  CHECK(stash(dbg, ids, nids, nullptr, nullptr, &st) == DDS_ERR_INVALID_VALUE);
+  CHECK(std::string(dds_last_error()).find("args->num_token_ids[0] (request 0) must be in [0, num_top]") !=
+        std::string::npos);
+  const int32_t nids_ok[R] = {0, 2, 3, 3};
+  CHECK(stash(dbg, ids, nids_ok, nullptr, nullptr, &st) == DDS_ERR_INVALID_VALUE);
+  CHECK(std::string(dds_last_error()).find("args->token_ids[4] (request 1, id 1) = -5 must be in [0, vocab_size = 37)") !=
+        std::string::npos);
+  // Committed tokens: row 3 (request 1, stashed) = V, row 7 (request 3, row 1 not stashed: num_valid 1) = -1.
+  const int32_t committed[rows] = {0, 1, 2, V, 4, 5, 6, -1};
+  const int32_t nvalid[R] = {2, 2, 2, 1};
+  REQUIRE(stash(s, nullptr, nullptr, committed, nvalid, &st) == DDS_OK);
+  CHECK(st == std::vector<int32_t>{0, DDS_REQ_BAD_TOKEN_ID, 0, 0});
+  CHECK(stash(dbg, nullptr, nullptr, committed, nvalid, &st) == DDS_ERR_INVALID_VALUE);
+  CHECK(std::string(dds_last_error()).find("args->committed_tokens[3] (row 3) = 37 must be in [0, vocab_size = 37)") !=
+        std::string::npos);
+
+  // Verify: request 0's first draft -1 (used: flagged, rejected); request 1's 4th draft V is
+  // beyond its count 2 (unused: not flagged).
+  {
+    const int32_t n = 4;
+    std::vector<float> tl((size_t)R * (n + 1) * V), dl((size_t)R * n * V);
+    std::mt19937 rng(2606);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (float& x : tl) x = nd(rng);
+    for (float& x : dl) x = nd(rng);
+    std::vector<int32_t> drafts((size_t)R * n, 3), acc(R), out((size_t)R * (n + 1)), vst(R, kPoisonI);
+    drafts[0] = -1;
+    drafts[(size_t)1 * n + 3] = V;
+    const int32_t counts[R] = {2, 2, 4, 0};
+    dds_verify_args a;
+    REQUIRE(dds_verify_args_init(&a, sizeof a) == DDS_OK);
+    a.num_requests = R;
+    a.num_drafts = n;
+    a.draft_counts = counts;
+    a.draft_tokens = drafts.data();
+    a.draft_logits = dl.data();
+    a.target_logits = tl.data();
+    a.accepted_counts = acc.data();
+    a.out_tokens = out.data();
+    a.request_status = vst.data();
+    REQUIRE(dds_verify_drafts(s, &a, nullptr) == DDS_OK);
+    CHECK(vst == std::vector<int32_t>{DDS_REQ_BAD_TOKEN_ID, 0, 0, 0});
+    CHECK(acc[0] == 0);  // an out-of-range draft is rejected (p = q = 0)
+    CHECK(dds_verify_drafts(dbg, &a, nullptr) == DDS_ERR_INVALID_VALUE);
+    CHECK(std::string(dds_last_error()).find("args->draft_tokens[0] (request 0, draft 0) = -1 must be in [0, vocab_size = 37)") !=
+          std::string::npos);
+  }
+
+  // Reveal: NaN threshold (request 0), negative factor (1), +inf position temperature (2: off,
+  // allowed like the host scalar), negative position temperature (3).
+  {
+    std::vector<float> scores(rows);
+    for (int32_t i = 0; i < rows; ++i) scores[i] = 0.1f * (float)i;
+    const float thr[R] = {kNaN, 0.5f, 0.5f, 0.5f}, fac[R] = {1.f, -0.5f, 1.f, 1.f},
+                pt[R] = {0.f, 0.f, kInf, -1.f};
+    std::vector<uint8_t> rev(rows);
+    std::vector<int32_t> rst(R, kPoisonI);
+    dds_reveal_args a;
+    REQUIRE(dds_reveal_args_init(&a, sizeof a) == DDS_OK);
+    a.num_rows = rows;
+    a.num_requests = R;
+    a.row_offsets = offs;
+    a.scores = scores.data();
+    a.thresholds = thr;
+    a.factors = fac;
+    a.position_temperatures = pt;
+    a.reveal = rev.data();
+    a.request_status = rst.data();
+    REQUIRE(dds_reveal(s, &a, nullptr) == DDS_OK);
+    CHECK(rst == std::vector<int32_t>{DDS_REQ_BAD_REVEAL_PARAM, DDS_REQ_BAD_REVEAL_PARAM, 0,
+                                      DDS_REQ_BAD_REVEAL_PARAM});
+    CHECK(dds_reveal(dbg, &a, nullptr) == DDS_ERR_INVALID_VALUE);
+    CHECK(std::string(dds_last_error()).find("args->thresholds[0] (request 0) must not be NaN") != std::string::npos);
+    const float thr_ok[R] = {0.5f, 0.5f, 0.5f, 0.5f};
+    a.thresholds = thr_ok;
+    CHECK(dds_reveal(dbg, &a, nullptr) == DDS_ERR_INVALID_VALUE);
+    CHECK(std::string(dds_last_error()).find("args->factors[1] (request 1) = -0.5 must be finite and >= 0") !=
+          std::string::npos);
+    const float fac_ok[R] = {1.f, 1.f, 1.f, 1.f};
+    a.factors = fac_ok;
+    CHECK(dds_reveal(dbg, &a, nullptr) == DDS_ERR_INVALID_VALUE);
+    CHECK(std::string(dds_last_error()).find("args->position_temperatures[3] (request 3) = -1 must be >= 0") !=
+          std::string::npos);
+  }
+}

@@ -1,5 +1,5 @@
 // Host-emulated CUDA dds_stash_logprobs kernel (kernels/stash/, see run_stash.sh) against the CPU
-// backend: ragged requests, some not kept, bad slots, committed tokens or the argmax, the
+// backend: ragged requests, some not kept, bad slots, out-of-range ids, committed tokens or the argmax, the
 // requests' own ids or the top-n, log-probs or tempered logits; ids and ranks exact, values within
 // 1e-5 relative, slots of requests not kept untouched (poisoned outputs compared whole). The
 // kernel runs as the CUDA backend runs it: the same parameter block and workspace layout
@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
     }
   }
   for (int i = 0; i < rows; ++i) committed[i] = (int)(rng() % V);
+  if (hk < 0) {  // out-of-range inputs (DDS_REQ_BAD_TOKEN_ID / _NUM_TOKEN_IDS)
+    if (n > 0) ids[(size_t)2 * n] = -2;
+    nids[6] = n + 3;
+    if (rows > 0) committed[rows / 2] = V + 1;
+  }
   const int rows_per_slot = hk >= 0 ? hostile::kRows : 3, E = n + 1;
 
   dds_stash_args a;

@@ -358,3 +358,110 @@ TEST_CASE("debug checks on CUDA: hostile row_offsets and draft counts are DDS_ER
   }
   dds_destroy(s);
 }
+
+TEST_CASE("hostile token ids, num_token_ids, reveal parameters: CUDA bits and outputs equal the CPU") {
+  constexpr int V = 37, R = 4, rows = 8, kTop = 3, E = kTop + 1, n = 4;
+  std::mt19937 rng(2607);
+  std::normal_distribution<float> nd(0.f, 1.5f);
+  std::vector<float> lg((size_t)rows * V), tl((size_t)R * (n + 1) * V), dl((size_t)R * n * V), scores(rows);
+  for (float& x : lg) x = nd(rng);
+  for (float& x : tl) x = nd(rng);
+  for (float& x : dl) x = nd(rng);
+  for (int i = 0; i < rows; ++i) scores[i] = 0.1f * (float)i;
+  const std::vector<int32_t> offs = {0, 2, 4, 6, 8}, ids = {1, 2, 3, 4, -5, 6, 7, 8, 9, 10, 11, 12},
+                             nids = {-1, 2, 9, 3}, committed = {0, 1, 2, V, 4, 5, 6, -1},
+                             nvalid = {2, 2, 2, 1}, counts = {2, 2, 4, 0};
+  std::vector<int32_t> drafts((size_t)R * n, 3);
+  drafts[0] = -1;
+  drafts[(size_t)1 * n + 3] = V;
+  const std::vector<float> thr = {NAN, 0.5f, 0.5f, 0.5f}, fac = {1.f, -0.5f, 1.f, 1.f},
+                           pt = {0.f, 0.f, INFINITY, -1.f};
+  const std::vector<int32_t> policies = {1, 2, 0, 0};
+  std::vector<int32_t> out[2], st[2], vacc[2], vtok[2], vst[2], rst[2];
+  std::vector<uint8_t> rev[2];
+  for (int b = 0; b < 2; ++b) {
+    const int backend = b == 0 ? DDS_BACKEND_CPU : DDS_BACKEND_CUDA;
+    std::vector<std::unique_ptr<Dev<int32_t>>> ki;
+    std::vector<std::unique_ptr<Dev<float>>> kf;
+    std::vector<std::unique_ptr<Dev<uint8_t>>> k8;
+    dds_sampler* s = make(backend, V);
+    out[b].assign((size_t)R * 2 * E, -7);
+    st[b].assign(R, -7);
+    dds_stash_args a;
+    dds_stash_args_init(&a, sizeof a);
+    a.num_rows = rows;
+    a.num_requests = R;
+    a.row_offsets = on(backend, offs, &ki);
+    a.logits = on(backend, lg, &kf);
+    a.token_ids = on(backend, ids, &ki);
+    a.num_token_ids = on(backend, nids, &ki);
+    a.committed_tokens = on(backend, committed, &ki);
+    a.num_valid = on(backend, nvalid, &ki);
+    a.num_top = kTop;
+    a.num_slots = R;
+    a.rows_per_slot = 2;
+    int32_t* d_out = const_cast<int32_t*>(on(backend, out[b], &ki));
+    int32_t* d_st = const_cast<int32_t*>(on(backend, st[b], &ki));
+    a.out_token_ids = d_out;
+    a.request_status = d_st;
+    REQUIRE(dds_stash_logprobs(s, &a, nullptr) == DDS_OK);
+    vacc[b].assign(R, -7);
+    vtok[b].assign((size_t)R * (n + 1), -7);
+    vst[b].assign(R, -7);
+    dds_verify_args v;
+    dds_verify_args_init(&v, sizeof v);
+    v.num_requests = R;
+    v.num_drafts = n;
+    v.draft_counts = on(backend, counts, &ki);
+    v.draft_tokens = on(backend, drafts, &ki);
+    v.draft_logits = on(backend, dl, &kf);
+    v.target_logits = on(backend, tl, &kf);
+    int32_t* d_vacc = const_cast<int32_t*>(on(backend, vacc[b], &ki));
+    int32_t* d_vtok = const_cast<int32_t*>(on(backend, vtok[b], &ki));
+    int32_t* d_vst = const_cast<int32_t*>(on(backend, vst[b], &ki));
+    v.accepted_counts = d_vacc;
+    v.out_tokens = d_vtok;
+    v.request_status = d_vst;
+    REQUIRE(dds_verify_drafts(s, &v, nullptr) == DDS_OK);
+    rev[b].assign(rows, 0xee);
+    rst[b].assign(R, -7);
+    dds_reveal_args r;
+    dds_reveal_args_init(&r, sizeof r);
+    r.num_rows = rows;
+    r.num_requests = R;
+    r.row_offsets = a.row_offsets;
+    r.scores = on(backend, scores, &kf);
+    r.policies = on(backend, policies, &ki);
+    r.thresholds = on(backend, thr, &kf);
+    r.factors = on(backend, fac, &kf);
+    r.position_temperatures = on(backend, pt, &kf);
+    uint8_t* d_rev = const_cast<uint8_t*>(on(backend, rev[b], &k8));
+    int32_t* d_rst = const_cast<int32_t*>(on(backend, rst[b], &ki));
+    r.reveal = d_rev;
+    r.request_status = d_rst;
+    REQUIRE(dds_reveal(s, &r, nullptr) == DDS_OK);
+    if (backend == DDS_BACKEND_CUDA) {
+      DDS_CUDA_CHECK(cudaDeviceSynchronize());
+      cudaMemcpy(out[b].data(), d_out, out[b].size() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(st[b].data(), d_st, R * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(vacc[b].data(), d_vacc, R * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(vtok[b].data(), d_vtok, vtok[b].size() * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(vst[b].data(), d_vst, R * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(rev[b].data(), d_rev, rows, cudaMemcpyDeviceToHost);
+      cudaMemcpy(rst[b].data(), d_rst, R * 4, cudaMemcpyDeviceToHost);
+    }
+    dds_destroy(s);
+  }
+  CHECK(out[0] == out[1]);
+  CHECK(st[0] == st[1]);
+  CHECK(st[1] == std::vector<int32_t>{DDS_REQ_BAD_NUM_TOKEN_IDS, DDS_REQ_BAD_TOKEN_ID,
+                                      DDS_REQ_BAD_NUM_TOKEN_IDS, 0});
+  CHECK(vacc[0] == vacc[1]);
+  CHECK(vtok[0] == vtok[1]);
+  CHECK(vst[0] == vst[1]);
+  CHECK(vst[1] == std::vector<int32_t>{DDS_REQ_BAD_TOKEN_ID, 0, 0, 0});
+  CHECK(rev[0] == rev[1]);
+  CHECK(rst[0] == rst[1]);
+  CHECK(rst[1] == std::vector<int32_t>{DDS_REQ_BAD_REVEAL_PARAM, DDS_REQ_BAD_REVEAL_PARAM, 0,
+                                       DDS_REQ_BAD_REVEAL_PARAM});
+}
