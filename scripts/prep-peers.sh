@@ -9,6 +9,10 @@
 #           .vllm/<version>/vllm/v1/sample/ops/topk_topp_triton.py   Qrita top-k/top-p (default)
 #           .vllm/<version>/vllm/model_executor/warmup/jit_warmup*.py   the launch dispatcher that
 #                                                  newer releases run Qrita's kernels through
+#           .vllm/<version>/vllm/model_executor/models/diffusion_gemma_sampler.py  DiffusionGemma's
+#                                                  row statistics (Triton; 0.33.0 has it)
+#           .vllm/<version>/vllm/v1/worker/gpu/sample/logprob.py   compute_topk_scores, what
+#                                                  DiffusionGemma's logprob stash calls
 #           .vllm/ORDER   the releases, newest first ($VLLM_VERSIONS). The newest is tried first;
 #           the older one (the last release built for torch 2.11 / Triton 3.6, which the GPU
 #           machine has) is the fallback if the newer kernels do not compile there.
@@ -52,7 +56,11 @@ import sys, zipfile
 whl, dest = sys.argv[1:]
 want = ["vllm/v1/worker/gpu/sample/gumbel.py", "vllm/v1/sample/ops/topk_topp_triton.py",
         "vllm/model_executor/warmup/jit_warmup.py",
-        "vllm/model_executor/warmup/jit_warmup_triton_helper.py"]
+        "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
+        # DiffusionGemma's row-statistics kernel and the logprobs code its stash calls
+        # (bench/peers/diffusion_gemma.py)
+        "vllm/model_executor/models/diffusion_gemma_sampler.py",
+        "vllm/v1/worker/gpu/sample/logprob.py"]
 with zipfile.ZipFile(whl) as z:
     names = set(z.namelist())
     for m in want:

@@ -7,6 +7,7 @@
 #include <new>
 #include <vector>
 
+#include "allowed.h"  // kernels/common: the allowed-token mask layout
 #include "internal.h"
 #include "offsets.h"  // kernels/common: the row_offsets rule
 #include "status.h"  // kernels/common: the kernels' names of the DDS_REQ_* bits
@@ -18,6 +19,7 @@ static_assert(dds::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE && dds::kReqBad
                   dds::kReqBadPolicy == DDS_REQ_BAD_POLICY && dds::kReqBadPosition == DDS_REQ_BAD_POSITION &&
                   dds::kReqBadRowOffsets == DDS_REQ_BAD_ROW_OFFSETS &&
                   dds::kReqBadDraftCount == DDS_REQ_BAD_DRAFT_COUNT &&
+                  dds::kReqBadEntropyBound == DDS_REQ_BAD_ENTROPY_BOUND &&
                   dds::kReqBadTokenId == DDS_REQ_BAD_TOKEN_ID &&
                   dds::kReqBadNumTokenIds == DDS_REQ_BAD_NUM_TOKEN_IDS &&
                   dds::kReqBadRevealParam == DDS_REQ_BAD_REVEAL_PARAM,
@@ -130,6 +132,9 @@ dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream
     return fail(DDS_ERR_INVALID_ARGUMENT,
                 "%s: args->stats (%d) must be DDS_STATS_PROCESSED (0) or DDS_STATS_GUIDED (1)", fn,
                 a->stats);
+  st = resolve_mask_stride(be, fn, a->allowed_token_masks, &a->allowed_mask_stride, V,
+                           a->num_requests);
+  if (st != DDS_OK) return st;
   if (a->probs != nullptr) {
     if (!dtype_valid(a->probs_dtype))
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->probs_dtype (%d) is not a dds_dtype", fn,
@@ -274,6 +279,9 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
   if (a->num_token_ids != nullptr && a->token_ids == nullptr)
     return fail(DDS_ERR_INVALID_ARGUMENT,
                 "%s: args->num_token_ids is given but args->token_ids is NULL", fn);
+  st = resolve_mask_stride(be, fn, a->allowed_token_masks, &a->allowed_mask_stride, V,
+                           a->num_requests);
+  if (st != DDS_OK) return st;
   if (!a->out_token_ids && !a->out_logprobs && !a->out_ranks)
     return fail(DDS_ERR_NULL_POINTER,
                 "%s: no output given: set at least one of args->out_token_ids, out_logprobs, "
@@ -367,6 +375,24 @@ dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int
                 "%s: args->%s (%lld) times the rows - 1 (%lld) must be below 2^62 elements", fn,
                 name, (long long)*stride, (long long)(rows - 1));
   return DDS_OK;
+}
+
+dds_status resolve_mask_stride(Backend& be, const char* fn, const int32_t* masks, int64_t* stride,
+                               int32_t vocab, int32_t num_requests) {
+  if (masks == nullptr) return DDS_OK;  // the stride is not read
+  const int64_t words = allowed_words(vocab);
+  if (*stride == 0) *stride = words;
+  if (*stride < words)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->allowed_mask_stride (%lld) must be >= ceil(vocab_size / 32) = %lld "
+                "(int32 words per request's mask) or 0",
+                fn, (long long)*stride, (long long)words);
+  if (num_requests > 1 && *stride > (int64_t(1) << 62) / (num_requests - 1))
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->allowed_mask_stride (%lld) times num_requests - 1 (%d) must be below "
+                "2^62 words",
+                fn, (long long)*stride, num_requests - 1);
+  return check_ptr(be, fn, "allowed_token_masks", masks, 4);
 }
 
 // Alignment and residency (the backend's rule) of one argument pointer; NULL passes.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "allowed.h"
 #include "cpu_two_level.h"
 #include "internal.h"
 #include "offsets.h"
@@ -57,7 +58,7 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
         }
     }
     int32_t policy = a.policies ? a.policies[r] : a.policy;
-    if (policy < DDS_REVEAL_TOP_N || policy > DDS_REVEAL_RANDOM) {
+    if (policy < DDS_REVEAL_TOP_N || policy > DDS_REVEAL_ENTROPY_BOUND) {
       policy = DDS_REVEAL_TOP_N;
       status |= DDS_REQ_BAD_POLICY;
     }
@@ -88,12 +89,19 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
       const float s = a.scores[i];
       return std::isnan(s) ? -kInfD : (double)s;
     };
+    // ENTROPY_BOUND ranks by -entropy (NaN entropy = +inf: last).
+    auto entropy_of = [&](int32_t i) {
+      const float s = a.scores[i];
+      return std::isnan(s) ? kInfD : (double)s;
+    };
     // Ranking key per candidate.
     key.assign((size_t)(hi - lo), 0.0);
     for (int32_t i : cand) {
       double k = score_of(i);
       if (policy == DDS_REVEAL_RANDOM) {
         k = (double)(random_bits(seed, step, (uint32_t)pos_of(i), 0u, kSaltReveal) >> 11);
+      } else if (policy == DDS_REVEAL_ENTROPY_BOUND) {
+        k = -entropy_of(i);
       } else if (policy == DDS_REVEAL_TOP_N && tau > 0.f) {
         k = k / (double)tau + gumbel(seed, step, (uint32_t)pos_of(i), 1u, kSaltReveal);
       }
@@ -105,6 +113,14 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
       const int32_t px = pos_of(x), py = pos_of(y);
       return px != py ? px < py : x < y;
     });
+    float bound = 0.f;  // ENTROPY_BOUND: NaN or negative -> 0, flagged
+    if (policy == DDS_REVEAL_ENTROPY_BOUND) {
+      bound = a.entropy_bounds ? a.entropy_bounds[r] : a.entropy_bound;
+      if (std::isnan(bound) || bound < 0.f) {
+        bound = 0.f;
+        status |= DDS_REQ_BAD_ENTROPY_BOUND;
+      }
+    }
     int32_t n = 0;
     if (m > 0) {
       if (policy == DDS_REVEAL_TOP_N || policy == DDS_REVEAL_RANDOM) {
@@ -123,6 +139,13 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
         n = 0;
         while (n < m && score_of(cand[n]) >= (double)t) ++n;  // NaN threshold: none pass
         n = std::max(n, 1);
+      } else if (policy == DDS_REVEAL_ENTROPY_BOUND) {
+        // The longest prefix (k >= 1) whose entropies, less the largest (the k-th), sum to at
+        // most the bound; negative entropies count as 0, so the sum only grows with k.
+        // sum = the first n entropies = the test's sum for prefix n + 1 (float64, in order).
+        n = 1;
+        double sum = std::max(0.0, entropy_of(cand[0]));
+        while (n < m && sum <= (double)bound) sum += std::max(0.0, entropy_of(cand[n++]));
       } else {  // FACTOR
         const float f = a.factors ? a.factors[r] : a.factor;
         n = 1;
@@ -188,6 +211,9 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
     s.top_p = a.top_ps ? a.top_ps[r] : a.top_p;
     s.min_p = a.min_ps ? a.min_ps[r] : a.min_p;
     s.banned_token = a.banned_token;
+    // The request's mask, as the only request of each dds_sample call below.
+    s.allowed_token_masks = allowed_row(a.allowed_token_masks, a.allowed_mask_stride, r);
+    s.allowed_mask_stride = a.allowed_mask_stride;
     s.stats = DDS_STATS_PROCESSED;
     s.probs_dtype = DDS_DTYPE_F32;
     s.probs_row_stride = V;
@@ -301,14 +327,18 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream
                 "num_rows (%d)", fn, a->num_requests, a->num_rows);
   if (!a->scores) return fail(DDS_ERR_NULL_POINTER, "%s: args->scores is NULL", fn);
   if (!a->reveal) return fail(DDS_ERR_NULL_POINTER, "%s: args->reveal is NULL", fn);
-  if (a->policy < DDS_REVEAL_TOP_N || a->policy > DDS_REVEAL_RANDOM)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->policy (%d) is not a dds_reveal_policy (0..3)",
+  if (a->policy < DDS_REVEAL_TOP_N || a->policy > DDS_REVEAL_ENTROPY_BOUND)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->policy (%d) is not a dds_reveal_policy (0..4)",
                 fn, a->policy);
   if (std::isnan(a->threshold))
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->threshold must not be NaN", fn);
   if (!std::isfinite(a->factor) || a->factor < 0.f)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->factor (%g) must be finite and >= 0", fn,
                 (double)a->factor);
+  if (std::isnan(a->entropy_bound) || a->entropy_bound < 0.f)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->entropy_bound (%g) must be >= 0 (nats; +inf reveals every eligible row)",
+                fn, (double)a->entropy_bound);
   if (std::isnan(a->position_temperature) || a->position_temperature < 0.f)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->position_temperature (%g) must be >= 0", fn,
                 (double)a->position_temperature);
@@ -332,6 +362,7 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream
                                       {"policies", a->policies}, {"counts", a->counts},
                                       {"steps_left", a->steps_left}, {"thresholds", a->thresholds},
                                       {"factors", a->factors},
+                                      {"entropy_bounds", a->entropy_bounds},
                                       {"position_temperatures", a->position_temperatures},
                                       {"seeds", a->seeds}, {"steps", a->steps},
                                       {"canvas", a->canvas}, {"tokens", a->tokens},
@@ -413,6 +444,9 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a, dds_stream stream
     return fail(DDS_ERR_INVALID_ARGUMENT,
                 "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
                 a->banned_token, V);
+  if ((st = resolve_mask_stride(*s->backend, fn, a->allowed_token_masks,
+                                &a->allowed_mask_stride, V, a->num_requests)) != DDS_OK)
+    return st;
   dds_status pst = check_ptrs(*s->backend, fn,
                     {{"draft_counts", a->draft_counts}, {"draft_tokens", a->draft_tokens},
                      {"draft_logits", a->draft_logits}, {"target_logits", a->target_logits},
@@ -471,7 +505,9 @@ DDS_API dds_status dds_reveal_args_init(dds_reveal_args* args, size_t struct_siz
   d.factor = 1.0f;
   d.mask_token = -1;
   d.eos_token = -1;
-  return dds::init_struct("dds_reveal_args_init", "args", args, struct_size, d);
+  d.entropy_bound = 0.1f;
+  return dds::init_struct("dds_reveal_args_init", "args", args, struct_size, d,
+                          dds::kRevealArgsV1Size);
 }
 
 DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_size) {
@@ -482,14 +518,15 @@ DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_siz
   d.temperature = 1.f;
   d.top_p = 1.f;
   d.banned_token = -1;
-  return dds::init_struct("dds_verify_args_init", "args", args, struct_size, d);
+  return dds::init_struct("dds_verify_args_init", "args", args, struct_size, d,
+                          dds::kVerifyArgsV1Size);
 }
 
 DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args, dds_stream stream) {
   dds::clear_error();
   return dds::guarded("dds_reveal", [&]() -> dds_status {
     dds_reveal_args a;
-    dds_status st = dds::load_args("dds_reveal", sampler, args, sizeof(dds_reveal_args),
+    dds_status st = dds::load_args("dds_reveal", sampler, args, dds::kRevealArgsV1Size,
                                    "dds_reveal_args", "dds_reveal_args_init",
                                    dds_reveal_args_init, &a);
     if (st != DDS_OK) return st;
@@ -507,7 +544,7 @@ DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args
   dds::clear_error();
   return dds::guarded("dds_verify_drafts", [&]() -> dds_status {
     dds_verify_args a;
-    dds_status st = dds::load_args("dds_verify_drafts", sampler, args, sizeof(dds_verify_args),
+    dds_status st = dds::load_args("dds_verify_drafts", sampler, args, dds::kVerifyArgsV1Size,
                                    "dds_verify_args", "dds_verify_args_init",
                                    dds_verify_args_init, &a);
     if (st != DDS_OK) return st;

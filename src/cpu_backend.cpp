@@ -1,10 +1,9 @@
 // The CPU backend: the reference implementation of docs/sampling.md and the oracle of the GPU
-// kernels. Its arithmetic is fixed (float64 where the spec says so, sums in column order); its
-// shape is built for speed (docs/cpu_backend.md): one dtype dispatch per row, then fp32 row
-// loops that vectorise, one float64 exp per kept column for the block sums and the normaliser
-// together, the entropy pass only when entropy or probabilities are asked for, the winning
-// block's Gumbels only for tokens that can win (cpu_two_level.h), scratch sized at dds_create,
-// and rows spread over a small persistent pool of threads (cpu_pool.h).
+// kernels (docs/cpu_backend.md): one dtype dispatch per row, then fp32 row loops that vectorise;
+// per 1024-column block the maximum, sum-exp and entropy term in fp32 vector lanes (cpu_vec.h),
+// from which come the block scores (float64) and every statistic; the winning block's Gumbels in
+// float64, evaluated only for tokens that can win (cpu_two_level.h); scratch grown by the calls
+// that need it; rows spread over a small persistent pool of threads (cpu_pool.h).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -15,9 +14,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "allowed.h"
 #include "cpu_pool.h"
 #include "cpu_row.h"
 #include "cpu_two_level.h"
+#include "cpu_vec.h"
 #include "dtype.h"
 #include "internal.h"
 #include "offsets.h"
@@ -40,12 +41,12 @@ struct Scratch {
   std::vector<char> keep;
   std::vector<int32_t> order;
   std::vector<uint64_t> keys, keys_tmp;  // filter: sort keys
-  std::vector<double> block_sums;
-  std::vector<char> block_any;
+  std::vector<float> bm, be;  // per block: maximum, entropy term (cpu_vec.h)
+  std::vector<double> bs;     // per block: sum-exp
   std::vector<float> sorted;  // stash: finite values ascending, for ranks
   explicit Scratch(int32_t V)
-      : l(V), x(V), u(V), w(V), keep(V), block_sums((V - 1) / kBlockSize + 1),
-        block_any((V - 1) / kBlockSize + 1) {
+      : l(V), x(V), u(V), w(V), keep(V), bm((V - 1) / kBlockSize + 1),
+        bs((V - 1) / kBlockSize + 1), be((V - 1) / kBlockSize + 1) {
     order.reserve(V);
     keys.reserve(V);
     keys_tmp.reserve(V);
@@ -85,46 +86,14 @@ TopTwo top_two(const float* w, int32_t V) {
   return r;
 }
 
-// Z = sum over w > -inf of exp((double)w - M) in column order; with `sums`, also each block's
-// sum (in column order) and whether it has a kept column. One float64 exp per kept column.
-double exp_sums(const float* w, int32_t V, double M, double* sums, char* any) {
+// Z = sum over w > -inf of exp((double)w - M) in column order (the stash's normaliser).
+double exp_sum(const float* w, int32_t V, double M) {
   double Z = 0;
-  for (int32_t lo = 0, b = 0; lo < V; lo += kBlockSize, ++b) {
-    const int32_t hi = std::min(V, lo + kBlockSize);
-    double s = 0;
-    char a = 0;
-    for (int32_t t = lo; t < hi; ++t) {
-      if (!(w[t] > -kInf)) continue;
-      const double e = std::exp((double)w[t] - M);
-      Z += e;
-      s += e;
-      a = 1;
-    }
-    if (sums) {
-      sums[b] = s;
-      any[b] = a;
-    }
-  }
+  for (int32_t t = 0; t < V; ++t)
+    if (w[t] > -kInf) Z += std::exp((double)w[t] - M);
   return Z;
 }
 
-// Entropy of softmax(w) over w > -inf (sum of -p * lp in column order, lp = (w - M) - logS,
-// p = exp(lp)), writing the probabilities (0 outside the set) when P is not void.
-template <typename P>
-double entropy_pass(const float* w, int32_t V, double M, double logS, P* probs) {
-  double ent = 0;
-  for (int32_t t = 0; t < V; ++t) {
-    if (!(w[t] > -kInf)) {
-      if constexpr (!std::is_void<P>::value) probs[t] = P(0.f);
-      continue;
-    }
-    const double lp = ((double)w[t] - M) - logS;
-    const double p = std::exp(lp);
-    if constexpr (std::is_same<P, float>::value) probs[t] = (float)p;
-    if (p > 0) ent -= p * lp;
-  }
-  return ent;
-}
 // Where a row's probabilities go; 16-bit rows go through an fp32 staging row (each value is the
 // fp32 probability rounded to the dtype).
 struct ProbsOut {
@@ -137,18 +106,37 @@ struct RowStats {
   double logprob = -kInfD, confidence = 0, margin = 0, entropy = 0;
 };
 
-// Statistics of softmax(w) over w > -inf (§5): M = the maximum, Z = its normaliser (already
-// summed by the caller, or < 0 to sum here); entropy (and probabilities) only when asked.
-void distribution_stats(const float* w, int32_t V, const TopTwo& tt, int32_t token, double Z,
-                        bool want_entropy, const ProbsOut& po, float* staging, RowStats* st) {
+// The block terms of a row (cpu_vec.h): per block its maximum bm (-inf: no kept column),
+// sum-exp bs and entropy term be, all relative to bm.
+struct BlockTerms {
+  int32_t nb;
+  const float* bm;
+  const double* bs;
+  const float* be;
+};
+
+// Statistics of softmax(w) over w > -inf (§5) from its block terms (be needed for the entropy),
+// M = the maximum: Z = sum_b bs exp(bm - M) and E = sum_b exp(bm - M) (bs (bm - M) + be) in
+// float64 in block order, entropy = log Z - E / Z; probabilities in fp32 lanes when asked.
+void distribution_stats(const float* w, int32_t V, const TopTwo& tt, int32_t token,
+                        const BlockTerms& bt, bool want_entropy, const ProbsOut& po,
+                        float* staging, RowStats* st) {
   const double M = (double)tt.v1;
-  if (Z < 0) Z = exp_sums(w, V, M, nullptr, nullptr);
+  double Z = 0, E = 0;
+  for (int32_t b = 0; b < bt.nb; ++b) {
+    if (!(bt.bm[b] > -kInf)) continue;
+    const double dm = (double)bt.bm[b] - M;
+    const double f = std::exp(dm);
+    Z += bt.bs[b] * f;
+    if (want_entropy) E += f * (dm * bt.bs[b] + (double)bt.be[b]);
+  }
   // log-probabilities as (x - M) - log Z, not x - (M + log Z): with M near FLT_MAX (the +inf
   // rule) M + log Z rounds back to M in float64 and every top token got probability 1.
   const double logS = std::log(Z);
+  if (want_entropy) st->entropy = std::max(0.0, logS - E / Z);
   if (po.base) {
     float* out = po.dtype == DDS_DTYPE_F32 ? static_cast<float*>(po.base) + po.offset : staging;
-    st->entropy = entropy_pass<float>(w, V, M, logS, out);
+    cpu::softmax_probs(w, V, tt.v1, logS, out);
     if (po.dtype == DDS_DTYPE_BF16) {
       uint16_t* d = static_cast<uint16_t*>(po.base) + po.offset;
       for (int32_t t = 0; t < V; ++t) d[t] = f32_to_bf16(staging[t]);
@@ -156,8 +144,6 @@ void distribution_stats(const float* w, int32_t V, const TopTwo& tt, int32_t tok
       uint16_t* d = static_cast<uint16_t*>(po.base) + po.offset;
       for (int32_t t = 0; t < V; ++t) d[t] = f32_to_f16(staging[t]);
     }
-  } else if (want_entropy) {
-    st->entropy = entropy_pass<void>(w, V, M, logS, nullptr);
   }
   const double p1 = std::exp(-logS);
   const double p2 = tt.v2 > -kInf ? std::exp(((double)tt.v2 - M) - logS) : 0.0;
@@ -294,8 +280,8 @@ void write_empty_row(const dds_sample_args& a, int32_t V, int32_t i) {
 }
 
 // One row of dds_sample (docs/sampling.md §2-§5). Returns false for an empty row.
-bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int32_t i, int32_t j,
-                Scratch& s) {
+bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int32_t r, int32_t i,
+                int32_t j, Scratch& s) {
   float* l = s.l.data();
   // §2: guidance, ban, sanitisation (one dtype dispatch per row, then fp32 loops).
   const float* c = cpu::row_as_f32(a.logits, a.dtype, (int64_t)i * a.row_stride, V, s.x.data());
@@ -307,6 +293,9 @@ bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int
     for (int32_t t = 0; t < V; ++t) l[t] = cpu::row_logit(c[t], 0.f, 0.f, false);
   }
   if (a.banned_token >= 0 && a.banned_token < V) l[a.banned_token] = -kInf;
+  if (const int32_t* mask = allowed_row(a.allowed_token_masks, a.allowed_mask_stride, r))
+    for (int32_t t = 0; t < V; ++t)
+      if (!allowed(mask, t)) l[t] = -kInf;
   int32_t n0 = 0;
   for (int32_t t = 0; t < V; ++t) n0 += l[t] > -kInf;
   if (n0 == 0) return false;
@@ -333,8 +322,9 @@ bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int
     } else {
       w = x;  // every column of K0 is kept, and x > -inf exactly there
     }
-    // §4: the block sums and the processed normaliser from the same exps. Unfiltered, the top
-    // two values of x are those of l tempered (temper is monotone; only the values are used).
+    // §4: the block terms (the entropy term only for the processed entropy), then the block
+    // scores lse_b = bm + log(bs) in float64. Unfiltered, the top two values of x are those of l
+    // tempered (temper is monotone; only the values are used).
     TopTwo tw;
     if (filtered) {
       tw = top_two(w, V);
@@ -342,25 +332,29 @@ bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int
       tw.v1 = cpu::temper(tl.v1, q.invT);
       tw.v2 = cpu::temper(tl.v2, q.invT);
     }
-    const double M = (double)tw.v1;
-    const double Z = exp_sums(w, V, M, s.block_sums.data(), s.block_any.data());
-    const int32_t nb = (V - 1) / kBlockSize + 1;
+    const bool processed_stats = want_stats && a.stats != DDS_STATS_GUIDED;
+    const BlockTerms bt{(V - 1) / kBlockSize + 1, s.bm.data(), s.bs.data(), s.be.data()};
+    cpu::block_terms(w, V, s.bm.data(), s.bs.data(),
+                     processed_stats && want_entropy ? s.be.data() : nullptr);
     const int32_t b = pick_block(
-        nb, M,
-        [&](int32_t bb, double* sum) {
-          *sum = s.block_sums[bb];
-          return s.block_any[bb] != 0;
+        bt.nb,
+        [&](int32_t bb, double* lse) {
+          if (!(bt.bm[bb] > -kInf)) return false;
+          *lse = (double)bt.bm[bb] + std::log(bt.bs[bb]);
+          return true;
         },
         q.seed, q.step, pos, kSaltBlock);
     const int32_t lo = b * kBlockSize, hi = std::min(V, lo + kBlockSize);
     token = b < 0 ? 0 : pick_token(lo, hi, [&](int32_t t) { return (double)w[t]; }, q.seed,
                                    q.step, pos, kSaltToken);
-    if (want_stats && a.stats != DDS_STATS_GUIDED && b >= 0)
-      distribution_stats(w, V, tw, token, Z, want_entropy, po, s.u.data(), &st);
+    if (processed_stats && b >= 0)
+      distribution_stats(w, V, tw, token, bt, want_entropy, po, s.u.data(), &st);
   }
   // §5 statistics of the guided distribution, or of the greedy one.
   if (want_stats && a.stats == DDS_STATS_GUIDED) {
-    distribution_stats(l, V, tl, token, -1.0, want_entropy, po, s.u.data(), &st);
+    cpu::block_terms(l, V, s.bm.data(), s.bs.data(), want_entropy ? s.be.data() : nullptr);
+    const BlockTerms bt{(V - 1) / kBlockSize + 1, s.bm.data(), s.bs.data(), s.be.data()};
+    distribution_stats(l, V, tl, token, bt, want_entropy, po, s.u.data(), &st);
   } else if (want_stats && q.greedy) {
     st.logprob = 0;
     st.confidence = 1;
@@ -391,7 +385,7 @@ void sample_part(void* ctx, int part) {
     const int32_t j = (c.params[r].status & DDS_REQ_BAD_ROW_OFFSETS) != 0
                           ? i
                           : i - (a.row_offsets ? a.row_offsets[r] : r);
-    c.row_empty[i] = !sample_row(a, c.V, c.params[r], i, j, c.scratch[part]);
+    c.row_empty[i] = !sample_row(a, c.V, c.params[r], r, i, j, c.scratch[part]);
     if (c.row_empty[i]) write_empty_row(a, c.V, i);
   }
 }
@@ -494,6 +488,7 @@ class CpuBackend final : public Backend {
           if (t < 0 || t >= V) status |= DDS_REQ_BAD_TOKEN_ID;
         }
       }
+      const int32_t* mask = allowed_row(a.allowed_token_masks, a.allowed_mask_stride, r);
       for (int32_t j = own_lo - row_begin; j < std::min(nvalid, own_hi - row_begin); ++j) {
         const int32_t i = row_begin + j;
         if (a.committed_tokens && (a.committed_tokens[i] < 0 || a.committed_tokens[i] >= V))
@@ -504,6 +499,7 @@ class CpuBackend final : public Backend {
         for (int32_t t = 0; t < V; ++t) {
           float x = cpu::sanitize(src[t]) * invT;
           if (x == kInf) x = FLT_MAX;
+          if (!allowed(mask, t)) x = -kInf;
           v[t] = x;
           nf += x > -kInf;
         }
@@ -513,7 +509,7 @@ class CpuBackend final : public Backend {
         double M = 0, logS = kInfD;
         if (nf > 0) {
           M = v[amax];
-          logS = std::log(exp_sums(v, V, M, nullptr, nullptr));
+          logS = std::log(exp_sum(v, V, M));
         }
         sorted.clear();
         for (int32_t t = 0; t < V; ++t)

@@ -1,8 +1,9 @@
 // The two-level Gumbel-max of docs/sampling.md §4 on the host, shared by the CPU backend
 // (dds_sample: salts BLOCK / TOKEN) and the CPU dds_verify_drafts (salts VBL1 / VTK1).
 //
-// The arithmetic is fixed (float64 block scores m + log(sum exp(w - m)) + G(block) and token
-// scores w(t) + G(t), ties to the lower id); what is fast here is the winning block's token
+// The arithmetic of the choice is fixed (float64 block scores lse(block) + G(block) and token
+// scores w(t) + G(t), ties to the lower id; dds_sample's lse from fp32 block sums, cpu_vec.h,
+// dds_verify_drafts' from float64 sums in id order); what is fast here is the winning block's token
 // search: its 64-bit Philox draws come in one vectorised batch (random_bits_batch), and the
 // float64 Gumbel (two logarithms) is evaluated only for tokens that can still win. A Gumbel from
 // the uniform u is G = -log(-log1p(-u)) <= -log(u), and -log(u) is bounded within ln 2 by the
@@ -42,18 +43,18 @@ inline double gumbel_upper_bound(uint64_t bits) {
   return v != 0 ? (double)(24 - e) * 0.6931471805599453 + 1e-6 : 37.0;
 }
 
-// The winning block: argmax_b (m + log(s_b) + G(b)) over the blocks with a kept column, ties
-// to the lower block; block_sum(b, &s_b) returns false for a block without one. -1 when no block
-// has a kept column.
-template <typename BlockSum>
-int32_t pick_block(int32_t num_blocks, double m, BlockSum block_sum, uint64_t seed,
-                   uint32_t step, uint32_t pos, uint32_t block_salt) {
+// The winning block: argmax_b (lse_b + G(b)) over the blocks with a kept column, ties to the
+// lower block; block_lse(b, &lse_b) returns false for a block without one, else its
+// log-sum-exp lse_b in float64. -1 when no block has a kept column.
+template <typename BlockLse>
+int32_t pick_block(int32_t num_blocks, BlockLse block_lse, uint64_t seed, uint32_t step,
+                   uint32_t pos, uint32_t block_salt) {
   int32_t best_block = -1;
   double best = -std::numeric_limits<double>::infinity();
   for (int32_t b = 0; b < num_blocks; ++b) {
-    double s = 0;
-    if (!block_sum(b, &s)) continue;
-    const double score = m + std::log(s) + gumbel(seed, step, pos, (uint32_t)b, block_salt);
+    double lse = 0;
+    if (!block_lse(b, &lse)) continue;
+    const double score = lse + gumbel(seed, step, pos, (uint32_t)b, block_salt);
     if (best_block < 0 || score > best) {
       best = score;
       best_block = b;
@@ -105,21 +106,23 @@ int32_t two_level_gumbel_max(int32_t V, LogWeight w, uint64_t seed, uint32_t ste
   double m = kNegInf;
   for (int32_t t = 0; t < V; ++t) m = std::max(m, w(t));
   if (m == kNegInf) return 0;
-  // Each block's sum of exp(w - m) in id order.
-  auto block_sum = [&](int32_t b, double* s) {
+  // Each block's m + log(sum exp(w - m)), the sum in id order.
+  auto block_lse = [&](int32_t b, double* lse) {
     const int32_t lo = b * kBlockSize, hi = std::min(V, lo + kBlockSize);
     bool any = false;
+    double s = 0;
     for (int32_t t = lo; t < hi; ++t) {
       const double x = w(t);
       if (x > kNegInf) {
-        *s += std::exp(x - m);
+        s += std::exp(x - m);
         any = true;
       }
     }
+    *lse = m + std::log(s);
     return any;
   };
   const int32_t best_block =
-      pick_block((V - 1) / kBlockSize + 1, m, block_sum, seed, step, pos, block_salt);
+      pick_block((V - 1) / kBlockSize + 1, block_lse, seed, step, pos, block_salt);
   const int32_t lo = best_block * kBlockSize, hi = std::min(V, lo + kBlockSize);
   return pick_token(lo, hi, w, seed, step, pos, token_salt);
 }

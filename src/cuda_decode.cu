@@ -30,6 +30,8 @@ dds_status cuda_reveal(const CudaContext& ctx, const dds_reveal_args& a, cudaStr
   p.factor = a.factor;
   p.position_temperatures = a.position_temperatures;
   p.position_temperature = a.position_temperature;
+  p.entropy_bounds = a.entropy_bounds;
+  p.entropy_bound = a.entropy_bound;
   p.seeds = a.seeds;
   p.seed = a.seed;
   p.steps = a.steps;

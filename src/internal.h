@@ -32,8 +32,10 @@ void clear_error();
 // Size of the first published version of each argument struct: the smallest struct_size that
 // is accepted. (Fields appended later are defaulted when a caller passes an older size.)
 constexpr size_t kSamplerConfigV1Size = offsetof(dds_sampler_config, num_threads);
-constexpr size_t kSampleArgsV1Size = sizeof(dds_sample_args);
-constexpr size_t kStashArgsV1Size = sizeof(dds_stash_args);
+constexpr size_t kSampleArgsV1Size = offsetof(dds_sample_args, allowed_token_masks);
+constexpr size_t kStashArgsV1Size = offsetof(dds_stash_args, allowed_token_masks);
+constexpr size_t kRevealArgsV1Size = offsetof(dds_reveal_args, entropy_bounds);
+constexpr size_t kVerifyArgsV1Size = offsetof(dds_verify_args, allowed_token_masks);
 
 // The body of every dds_*_init(out, struct_size): checks, then zeroes the caller's struct_size
 // bytes, copies the defaults of the fields this build knows and sets struct_size. `name`: the
@@ -116,6 +118,11 @@ class Backend {
 // DDS_REQ_BAD_ROW_OFFSETS (reads the offsets through the backend).
 dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab,
                           int64_t rows);
+// The allowed-token masks of a call (`masks` may be NULL: nothing to check): *stride 0 ->
+// ceil(vocab / 32), must be >= that, (num_requests - 1) * stride below 2^62; alignment and
+// residency of the pointer.
+dds_status resolve_mask_stride(Backend& be, const char* fn, const int32_t* masks, int64_t* stride,
+                               int32_t vocab, int32_t num_requests);
 dds_status check_row_offsets(Backend& be, const char* fn, const int32_t* offs,
                              int32_t num_requests, int32_t num_rows, dds_stream stream);
 // Alignment to `align` bytes and residency (Backend::check_pointer) of one pointer; NULL passes.

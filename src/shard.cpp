@@ -209,6 +209,11 @@ dds_status validate(const char* fn, const dds_sampler* s, const dds_sample_args*
   if (sh.max_top_k < 0 || sh.max_top_k > DDS_SHARD_MAX_TOP_K)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: shard->max_top_k (%d) must be in [0, %d]", fn,
                 sh.max_top_k, DDS_SHARD_MAX_TOP_K);
+  if (a.allowed_token_masks != nullptr)
+    return fail(DDS_ERR_UNSUPPORTED,
+                "%s: args->allowed_token_masks must be NULL: the vocabulary-parallel path does not "
+                "take allowed-token masks (use dds_sample on the full row)",
+                fn);
   if (a.num_rows < 0)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a.num_rows);
   if (a.num_rows > s->config.max_rows)

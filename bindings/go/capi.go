@@ -82,8 +82,10 @@ static int32_t ddsgo_backend(const dds_sampler* s) {
                            P positions, P logits, P uncond_logits, P uncond_row_offsets,    \
                            P guidance_scales, P temperatures, P top_ks, P top_ps, P min_ps, \
                            P seeds, P steps, P tokens, P logprobs, P argmax, P confidence,  \
-                           P margin, P entropy, P probs, P request_status, uintptr_t stream) { \
+                           P margin, P entropy, P probs, P request_status,                  \
+                           P allowed_token_masks, uintptr_t stream) {                       \
     dds_sample_args a = *base;                                                              \
+    a.allowed_token_masks = (const int32_t*)allowed_token_masks;                            \
     a.row_offsets = (const int32_t*)row_offsets;                                            \
     a.positions = (const int32_t*)positions;                                                \
     a.logits = (const void*)logits;                                                         \
@@ -114,8 +116,9 @@ DDSGO_SAMPLE_SHIM(ddsgo_sample_raw, uintptr_t)
                            P logits, P keep, P slots, P num_valid, P temperatures,          \
                            P committed_tokens, P token_ids, P num_token_ids,                \
                            P out_token_ids, P out_logprobs, P out_ranks, P request_status,  \
-                           uintptr_t stream) {                                              \
+                           P allowed_token_masks, uintptr_t stream) {                       \
     dds_stash_args a = *base;                                                               \
+    a.allowed_token_masks = (const int32_t*)allowed_token_masks;                            \
     a.row_offsets = (const int32_t*)row_offsets;                                            \
     a.logits = (const void*)logits;                                                         \
     a.keep = (const uint8_t*)keep;                                                          \
@@ -138,8 +141,10 @@ DDSGO_STASH_SHIM(ddsgo_stash_raw, uintptr_t)
                            P positions, P scores, P eligible, P policies, P counts,         \
                            P steps_left, P thresholds, P factors, P position_temperatures,  \
                            P seeds, P steps, P canvas, P tokens, P reveal, P num_revealed,  \
-                           P finished, P request_status, uintptr_t stream) {                \
+                           P finished, P request_status, P entropy_bounds,                  \
+                           uintptr_t stream) {                                              \
     dds_reveal_args a = *base;                                                              \
+    a.entropy_bounds = (const float*)entropy_bounds;                                        \
     a.row_offsets = (const int32_t*)row_offsets;                                            \
     a.positions = (const int32_t*)positions;                                                \
     a.scores = (const float*)scores;                                                        \
@@ -168,8 +173,9 @@ DDSGO_REVEAL_SHIM(ddsgo_reveal_raw, uintptr_t)
                            P draft_tokens, P draft_logits, P target_logits, P temperatures, \
                            P top_ks, P top_ps, P min_ps, P seeds, P steps,                  \
                            P accepted_counts, P out_tokens, P out_logprobs,                 \
-                           P request_status, uintptr_t stream) {                            \
+                           P request_status, P allowed_token_masks, uintptr_t stream) {     \
     dds_verify_args a = *base;                                                              \
+    a.allowed_token_masks = (const int32_t*)allowed_token_masks;                            \
     a.draft_counts = (const int32_t*)draft_counts;                                          \
     a.draft_tokens = (const int32_t*)draft_tokens;                                          \
     a.draft_logits = (const void*)draft_logits;                                             \
@@ -275,22 +281,23 @@ func defaultSampleParams() SampleParams {
 		panic("dds: dds_sample_args_init failed: " + err.Error())
 	}
 	return SampleParams{
-		DType:           DType(a.dtype),
-		RowStride:       int(a.row_stride),
-		UncondRowStride: int(a.uncond_row_stride),
-		UncondNumRows:   int(a.uncond_num_rows),
-		GuidanceScale:   float32(a.guidance_scale),
-		Temperature:     float32(a.temperature),
-		TopK:            int32(a.top_k),
-		TopP:            float32(a.top_p),
-		MinP:            float32(a.min_p),
-		Seed:            uint64(a.seed),
-		Step:            uint32(a.step),
-		BannedToken:     int32(a.banned_token),
-		Stats:           StatsMode(a.stats),
-		ProbsDType:      DType(a.probs_dtype),
-		ProbsRowStride:  int(a.probs_row_stride),
-		initialized:     true,
+		DType:             DType(a.dtype),
+		RowStride:         int(a.row_stride),
+		UncondRowStride:   int(a.uncond_row_stride),
+		UncondNumRows:     int(a.uncond_num_rows),
+		GuidanceScale:     float32(a.guidance_scale),
+		Temperature:       float32(a.temperature),
+		TopK:              int32(a.top_k),
+		TopP:              float32(a.top_p),
+		MinP:              float32(a.min_p),
+		Seed:              uint64(a.seed),
+		Step:              uint32(a.step),
+		BannedToken:       int32(a.banned_token),
+		Stats:             StatsMode(a.stats),
+		ProbsDType:        DType(a.probs_dtype),
+		ProbsRowStride:    int(a.probs_row_stride),
+		AllowedMaskStride: int(a.allowed_mask_stride),
+		initialized:       true,
 	}
 }
 
@@ -301,14 +308,15 @@ func defaultStashParams() StashParams {
 		panic("dds: dds_stash_args_init failed: " + err.Error())
 	}
 	return StashParams{
-		DType:       DType(a.dtype),
-		RowStride:   int(a.row_stride),
-		Temperature: float32(a.temperature),
-		NumTop:      int(a.num_top),
-		Mode:        StashMode(a.logits_mode),
-		NumSlots:    int(a.num_slots),
-		RowsPerSlot: int(a.rows_per_slot),
-		initialized: true,
+		DType:             DType(a.dtype),
+		RowStride:         int(a.row_stride),
+		Temperature:       float32(a.temperature),
+		NumTop:            int(a.num_top),
+		Mode:              StashMode(a.logits_mode),
+		NumSlots:          int(a.num_slots),
+		RowsPerSlot:       int(a.rows_per_slot),
+		AllowedMaskStride: int(a.allowed_mask_stride),
+		initialized:       true,
 	}
 }
 
@@ -335,6 +343,7 @@ func cSampleArgs(p *SampleParams, out *C.dds_sample_args) error {
 	out.stats = C.int32_t(p.Stats)
 	out.probs_dtype = C.int32_t(p.ProbsDType)
 	out.probs_row_stride = C.int64_t(p.ProbsRowStride)
+	out.allowed_mask_stride = C.int64_t(p.AllowedMaskStride)
 	return nil
 }
 
@@ -351,6 +360,7 @@ func cStashArgs(p *StashParams, out *C.dds_stash_args) error {
 	out.logits_mode = C.int32_t(p.Mode)
 	out.num_slots = C.int32_t(p.NumSlots)
 	out.rows_per_slot = C.int32_t(p.RowsPerSlot)
+	out.allowed_mask_stride = C.int64_t(p.AllowedMaskStride)
 	return nil
 }
 
@@ -365,7 +375,7 @@ func sampleGo(c cSampler, sp *SampleParams, p *samplePtrs) error {
 	return toError(C.ddsgo_sample_go(c, &base, p.rowOffsets, p.positions, p.logits, p.uncondLogits,
 		p.uncondRowOffsets, p.guidanceScales, p.temperatures, p.topKs, p.topPs, p.minPs, p.seeds,
 		p.steps, p.tokens, p.logprobs, p.argmax, p.confidence, p.margin, p.entropy, p.probs,
-		p.requestStatus, 0))
+		p.requestStatus, p.allowedTokenMasks, 0))
 }
 
 func sampleRaw(c cSampler, sp *SampleParams, a *DeviceSampleArgs, stream uintptr) error {
@@ -378,7 +388,7 @@ func sampleRaw(c cSampler, sp *SampleParams, a *DeviceSampleArgs, stream uintptr
 		u(a.UncondLogits), u(a.UncondRowOffsets), u(a.GuidanceScales), u(a.Temperatures),
 		u(a.TopKs), u(a.TopPs), u(a.MinPs), u(a.Seeds), u(a.Steps), u(a.Tokens), u(a.Logprobs),
 		u(a.Argmax), u(a.Confidence), u(a.Margin), u(a.Entropy), u(a.Probs), u(a.RequestStatus),
-		u(stream)))
+		u(a.AllowedTokenMasks), u(stream)))
 }
 
 func stashGo(c cSampler, sp *StashParams, p *stashPtrs) error {
@@ -388,7 +398,7 @@ func stashGo(c cSampler, sp *StashParams, p *stashPtrs) error {
 	}
 	return toError(C.ddsgo_stash_go(c, &base, p.rowOffsets, p.logits, p.keep, p.slots, p.numValid,
 		p.temperatures, p.committedTokens, p.tokenIDs, p.numTokenIDs, p.outTokenIDs,
-		p.outLogprobs, p.outRanks, p.requestStatus, 0))
+		p.outLogprobs, p.outRanks, p.requestStatus, p.allowedTokenMasks, 0))
 }
 
 func stashRaw(c cSampler, sp *StashParams, a *DeviceStashArgs, stream uintptr) error {
@@ -399,7 +409,8 @@ func stashRaw(c cSampler, sp *StashParams, a *DeviceStashArgs, stream uintptr) e
 	u := func(p uintptr) C.uintptr_t { return C.uintptr_t(p) }
 	return toError(C.ddsgo_stash_raw(c, &base, u(a.RowOffsets), u(a.Logits), u(a.Keep), u(a.Slots),
 		u(a.NumValid), u(a.Temperatures), u(a.CommittedTokens), u(a.TokenIDs), u(a.NumTokenIDs),
-		u(a.OutTokenIDs), u(a.OutLogprobs), u(a.OutRanks), u(a.RequestStatus), u(stream)))
+		u(a.OutTokenIDs), u(a.OutLogprobs), u(a.OutRanks), u(a.RequestStatus),
+		u(a.AllowedTokenMasks), u(stream)))
 }
 
 // defaultRevealParams returns the defaults of dds_reveal_args_init (NumRequests 0: inferred).
@@ -414,6 +425,7 @@ func defaultRevealParams() RevealParams {
 		Threshold:           float32(a.threshold),
 		Factor:              float32(a.factor),
 		PositionTemperature: float32(a.position_temperature),
+		EntropyBound:        float32(a.entropy_bound),
 		Seed:                uint64(a.seed),
 		Step:                uint32(a.step),
 		CanvasStride:        int(a.canvas_stride),
@@ -431,19 +443,20 @@ func defaultVerifyParams() VerifyParams {
 		panic("dds: dds_verify_args_init failed: " + err.Error())
 	}
 	return VerifyParams{
-		NumRequests:     int(a.num_requests),
-		NumDrafts:       int(a.num_drafts),
-		DraftRowStride:  int(a.draft_row_stride),
-		TargetRowStride: int(a.target_row_stride),
-		DType:           DType(a.dtype),
-		Temperature:     float32(a.temperature),
-		TopK:            int32(a.top_k),
-		TopP:            float32(a.top_p),
-		MinP:            float32(a.min_p),
-		Seed:            uint64(a.seed),
-		Step:            uint32(a.step),
-		BannedToken:     int32(a.banned_token),
-		initialized:     true,
+		NumRequests:       int(a.num_requests),
+		NumDrafts:         int(a.num_drafts),
+		DraftRowStride:    int(a.draft_row_stride),
+		TargetRowStride:   int(a.target_row_stride),
+		DType:             DType(a.dtype),
+		Temperature:       float32(a.temperature),
+		TopK:              int32(a.top_k),
+		TopP:              float32(a.top_p),
+		MinP:              float32(a.min_p),
+		Seed:              uint64(a.seed),
+		Step:              uint32(a.step),
+		BannedToken:       int32(a.banned_token),
+		AllowedMaskStride: int(a.allowed_mask_stride),
+		initialized:       true,
 	}
 }
 
@@ -458,6 +471,7 @@ func cRevealArgs(p *RevealParams, out *C.dds_reveal_args) error {
 	out.threshold = C.float(p.Threshold)
 	out.factor = C.float(p.Factor)
 	out.position_temperature = C.float(p.PositionTemperature)
+	out.entropy_bound = C.float(p.EntropyBound)
 	out.seed = C.uint64_t(p.Seed)
 	out.step = C.uint32_t(p.Step)
 	out.canvas_stride = C.int64_t(p.CanvasStride)
@@ -483,6 +497,7 @@ func cVerifyArgs(p *VerifyParams, out *C.dds_verify_args) error {
 	out.seed = C.uint64_t(p.Seed)
 	out.step = C.uint32_t(p.Step)
 	out.banned_token = C.int32_t(p.BannedToken)
+	out.allowed_mask_stride = C.int64_t(p.AllowedMaskStride)
 	return nil
 }
 
@@ -494,7 +509,7 @@ func revealGo(c cSampler, rp *RevealParams, p *revealPtrs) error {
 	return toError(C.ddsgo_reveal_go(c, &base, p.rowOffsets, p.positions, p.scores, p.eligible,
 		p.policies, p.counts, p.stepsLeft, p.thresholds, p.factors, p.positionTemperatures,
 		p.seeds, p.steps, p.canvas, p.tokens, p.reveal, p.numRevealed, p.finished,
-		p.requestStatus, 0))
+		p.requestStatus, p.entropyBounds, 0))
 }
 
 func revealRaw(c cSampler, rp *RevealParams, a *DeviceRevealArgs, stream uintptr) error {
@@ -506,7 +521,7 @@ func revealRaw(c cSampler, rp *RevealParams, a *DeviceRevealArgs, stream uintptr
 	return toError(C.ddsgo_reveal_raw(c, &base, u(a.RowOffsets), u(a.Positions), u(a.Scores),
 		u(a.Eligible), u(a.Policies), u(a.Counts), u(a.StepsLeft), u(a.Thresholds), u(a.Factors),
 		u(a.PositionTemperatures), u(a.Seeds), u(a.Steps), u(a.Canvas), u(a.Tokens), u(a.Reveal),
-		u(a.NumRevealed), u(a.Finished), u(a.RequestStatus), u(stream)))
+		u(a.NumRevealed), u(a.Finished), u(a.RequestStatus), u(a.EntropyBounds), u(stream)))
 }
 
 func verifyGo(c cSampler, vp *VerifyParams, p *verifyPtrs) error {
@@ -516,7 +531,7 @@ func verifyGo(c cSampler, vp *VerifyParams, p *verifyPtrs) error {
 	}
 	return toError(C.ddsgo_verify_go(c, &base, p.draftCounts, p.draftTokens, p.draftLogits,
 		p.targetLogits, p.temperatures, p.topKs, p.topPs, p.minPs, p.seeds, p.steps,
-		p.acceptedCounts, p.outTokens, p.outLogprobs, p.requestStatus, 0))
+		p.acceptedCounts, p.outTokens, p.outLogprobs, p.requestStatus, p.allowedTokenMasks, 0))
 }
 
 func verifyRaw(c cSampler, vp *VerifyParams, a *DeviceVerifyArgs, stream uintptr) error {
@@ -528,5 +543,5 @@ func verifyRaw(c cSampler, vp *VerifyParams, a *DeviceVerifyArgs, stream uintptr
 	return toError(C.ddsgo_verify_raw(c, &base, u(a.DraftCounts), u(a.DraftTokens),
 		u(a.DraftLogits), u(a.TargetLogits), u(a.Temperatures), u(a.TopKs), u(a.TopPs),
 		u(a.MinPs), u(a.Seeds), u(a.Steps), u(a.AcceptedCounts), u(a.OutTokens),
-		u(a.OutLogprobs), u(a.RequestStatus), u(stream)))
+		u(a.OutLogprobs), u(a.RequestStatus), u(a.AllowedTokenMasks), u(stream)))
 }

@@ -13,6 +13,9 @@ const (
 	RevealThreshold RevealPolicy = 1 // every eligible row with score >= threshold, at least one
 	RevealFactor    RevealPolicy = 2 // Fast-dLLM factor rule
 	RevealRandom    RevealPolicy = 3 // n eligible rows uniformly at random
+	// RevealEntropyBound is the EB-sampler: Scores are entropies (lower first); the longest
+	// prefix whose entropies, less the largest, sum to <= the request's bound (at least one).
+	RevealEntropyBound RevealPolicy = 4
 )
 
 // More per-request status bits (dds_reveal).
@@ -24,6 +27,8 @@ const (
 	// offset): the request owns no rows (docs/sampling.md §1). Also set by sample and stash.
 	ReqBadRowOffsets = 2048
 	ReqBadDraftCount = 4096 // verify: a draft count outside [0, NumDrafts]: clamped
+	// ReqBadEntropyBound: RevealEntropyBound with a NaN or negative bound; 0 used.
+	ReqBadEntropyBound = 8192
 	// An input token id outside [0, vocab): stash committed / own ids (written as given, value
 	// -inf, rank 0), verify drafts (rejected).
 	ReqBadTokenID     = 16384
@@ -42,6 +47,7 @@ type RevealParams struct {
 	Threshold           float32      // default tau. Default 0.9
 	Factor              float32      // default f. Default 1
 	PositionTemperature float32      // default. Default 0
+	EntropyBound        float32      // default RevealEntropyBound bound (nats). Default 0.1
 	Seed                uint64
 	Step                uint32
 	CanvasStride        int   // elements between canvas rows, >= CanvasLength. 0 = CanvasLength
@@ -68,6 +74,7 @@ type RevealArgs struct {
 	PositionTemperatures []float32 // [NumRequests]
 	Seeds                []uint64  // [NumRequests]
 	Steps                []uint32  // [NumRequests]
+	EntropyBounds        []float32 // [NumRequests] RevealEntropyBound bounds
 
 	Canvas []int32 // [NumRequests rows of CanvasStride] written at revealed positions; nil = none
 	Tokens []int32 // [NumRows] token written at a revealed row's position (with Canvas)
@@ -86,6 +93,7 @@ type DeviceRevealArgs struct {
 	Policies, Counts, StepsLeft, Thresholds, Factors   uintptr
 	PositionTemperatures, Seeds, Steps, Canvas, Tokens uintptr
 	Reveal, NumRevealed, Finished, RequestStatus       uintptr
+	EntropyBounds                                      uintptr
 }
 
 // NewRevealArgs returns RevealArgs holding the library's defaults (dds_reveal_args_init).
@@ -99,7 +107,7 @@ func NewDeviceRevealArgs() DeviceRevealArgs {
 type revealPtrs struct {
 	rowOffsets, positions, scores, eligible, policies, counts, stepsLeft, thresholds, factors,
 	positionTemperatures, seeds, steps, canvas, tokens, reveal, numRevealed, finished,
-	requestStatus unsafe.Pointer
+	requestStatus, entropyBounds unsafe.Pointer
 }
 
 func (p *RevealParams) check(fn string) error {
@@ -168,6 +176,7 @@ func (s *Sampler) Reveal(a *RevealArgs) error {
 			{"Seeds", a.Seeds == nil, len(a.Seeds)}, {"Steps", a.Steps == nil, len(a.Steps)},
 			{"NumRevealed", a.NumRevealed == nil, len(a.NumRevealed)},
 			{"Finished", a.Finished == nil, len(a.Finished)},
+			{"EntropyBounds", a.EntropyBounds == nil, len(a.EntropyBounds)},
 			{"RequestStatus", a.RequestStatus == nil, len(a.RequestStatus)}} {
 			c.need(f.name, f.isNil, f.have, r, "NumRequests")
 		}
@@ -190,7 +199,7 @@ func (s *Sampler) Reveal(a *RevealArgs) error {
 		positionTemperatures: ptrOf(a.PositionTemperatures), seeds: ptrOf(a.Seeds),
 		steps: ptrOf(a.Steps), canvas: ptrOf(a.Canvas), tokens: ptrOf(a.Tokens),
 		reveal: ptrOf(a.Reveal), numRevealed: ptrOf(a.NumRevealed), finished: ptrOf(a.Finished),
-		requestStatus: ptrOf(a.RequestStatus),
+		requestStatus: ptrOf(a.RequestStatus), entropyBounds: ptrOf(a.EntropyBounds),
 	}
 	err := revealGo(s.c, &p, &ptrs)
 	runtime.KeepAlive(s)
@@ -234,6 +243,8 @@ type VerifyParams struct {
 	Seed            uint64
 	Step            uint32
 	BannedToken     int32 // -1 = none
+	// AllowedMaskStride: int32 words between requests' AllowedTokenMasks. 0 = ceil(V/32)
+	AllowedMaskStride int
 
 	initialized bool
 }
@@ -260,6 +271,10 @@ type VerifyArgs struct {
 	OutTokens      []int32   // [NumRequests*(n+1)] a+1 tokens then -1. Required
 	OutLogprobs    []float32 // [NumRequests*(n+1)]
 	RequestStatus  []int32   // [NumRequests]
+
+	// AllowedTokenMasks: allowed-token bitmasks as in SampleArgs, applied to each request's
+	// draft and target rows.
+	AllowedTokenMasks []int32
 }
 
 // DeviceVerifyArgs mirrors dds_verify_args with raw (device) pointers; 0 is NULL.
@@ -269,6 +284,7 @@ type DeviceVerifyArgs struct {
 	DraftCounts, DraftTokens, DraftLogits, TargetLogits   uintptr
 	Temperatures, TopKs, TopPs, MinPs, Seeds, Steps       uintptr
 	AcceptedCounts, OutTokens, OutLogprobs, RequestStatus uintptr
+	AllowedTokenMasks                                     uintptr
 }
 
 // NewVerifyArgs returns VerifyArgs holding the library's defaults (dds_verify_args_init).
@@ -281,7 +297,8 @@ func NewDeviceVerifyArgs() DeviceVerifyArgs {
 
 type verifyPtrs struct {
 	draftCounts, draftTokens, draftLogits, targetLogits, temperatures, topKs, topPs, minPs,
-	seeds, steps, acceptedCounts, outTokens, outLogprobs, requestStatus unsafe.Pointer
+	seeds, steps, acceptedCounts, outTokens, outLogprobs, requestStatus,
+	allowedTokenMasks unsafe.Pointer
 }
 
 func (p *VerifyParams) check(fn string) error {
@@ -365,6 +382,8 @@ func (s *Sampler) VerifyDrafts(a *VerifyArgs) error {
 		c.need("OutTokens", a.OutTokens == nil, len(a.OutTokens), r*(n+1), "NumRequests*(NumDrafts+1)")
 		c.need("OutLogprobs", a.OutLogprobs == nil, len(a.OutLogprobs), r*(n+1),
 			"NumRequests*(NumDrafts+1)")
+		c.need("AllowedTokenMasks", a.AllowedTokenMasks == nil, len(a.AllowedTokenMasks),
+			maskLen(r, p.AllowedMaskStride, v), "(NumRequests-1)*AllowedMaskStride+ceil(V/32)")
 		if c.err != nil {
 			return c.err
 		}
@@ -381,6 +400,7 @@ func (s *Sampler) VerifyDrafts(a *VerifyArgs) error {
 	ptrs.outTokens = ptrOf(a.OutTokens)
 	ptrs.outLogprobs = ptrOf(a.OutLogprobs)
 	ptrs.requestStatus = ptrOf(a.RequestStatus)
+	ptrs.allowedTokenMasks = ptrOf(a.AllowedTokenMasks)
 	err = verifyGo(s.c, &p, &ptrs)
 	runtime.KeepAlive(s)
 	runtime.KeepAlive(a)

@@ -37,6 +37,10 @@ type SampleParams struct {
 	ProbsDType     DType // of Probs. Default F32
 	ProbsRowStride int   // elements between probs rows, >= V. 0 = V
 
+	// AllowedMaskStride: int32 words between requests' AllowedTokenMasks, >= ceil(V/32).
+	// 0 = ceil(V/32)
+	AllowedMaskStride int
+
 	initialized bool
 }
 
@@ -77,6 +81,11 @@ type SampleArgs struct {
 	Probs         []float32 // [NumRows rows of ProbsRowStride], ProbsDType F32
 	Probs16       []uint16  // the same for ProbsDType BF16 / F16
 	RequestStatus []int32   // [NumRequests] ReqBad* bits
+
+	// AllowedTokenMasks: [NumRequests rows of AllowedMaskStride] packed bitmasks, token t of
+	// request r allowed when bit t%32 of word t/32 of its row is set (xgrammar's layout); a
+	// disallowed token is -inf like BannedToken. nil = every token allowed.
+	AllowedTokenMasks []int32
 }
 
 // DeviceSampleArgs mirrors dds_sample_args with raw pointers: device pointers for a CUDA
@@ -90,7 +99,7 @@ type DeviceSampleArgs struct {
 	UncondLogits, UncondRowOffsets, GuidanceScales               uintptr
 	Temperatures, TopKs, TopPs, MinPs, Seeds, Steps              uintptr
 	Tokens, Logprobs, Argmax, Confidence, Margin, Entropy, Probs uintptr
-	RequestStatus                                                uintptr
+	RequestStatus, AllowedTokenMasks                             uintptr
 }
 
 // NewSampleArgs returns SampleArgs holding the library's defaults (dds_sample_args_init).
@@ -104,7 +113,20 @@ func NewDeviceSampleArgs() DeviceSampleArgs {
 type samplePtrs struct {
 	rowOffsets, positions, logits, uncondLogits, uncondRowOffsets, guidanceScales,
 	temperatures, topKs, topPs, minPs, seeds, steps, tokens, logprobs, argmax, confidence,
-	margin, entropy, probs, requestStatus unsafe.Pointer
+	margin, entropy, probs, requestStatus, allowedTokenMasks unsafe.Pointer
+}
+
+// maskLen is the number of int32 words NumRequests allowed-token masks of stride `stride`
+// (0 = ceil(v/32)) span, or 0 when the stride is invalid (left for the library to reject).
+func maskLen(requests, stride, v int) int {
+	words := (v + 31) / 32
+	if stride == 0 {
+		stride = words
+	}
+	if stride < words {
+		return 0
+	}
+	return matrixLen(requests, stride, words)
 }
 
 // ptrOf is the address of the first element, or nil for an empty slice.
@@ -299,10 +321,13 @@ func (s *Sampler) Sample(a *SampleArgs) error {
 				"(NumRows-1)*ProbsRowStride+V")
 		}
 		c.need("RequestStatus", a.RequestStatus == nil, len(a.RequestStatus), r, "NumRequests")
+		c.need("AllowedTokenMasks", a.AllowedTokenMasks == nil, len(a.AllowedTokenMasks),
+			maskLen(r, p.AllowedMaskStride, v), "(NumRequests-1)*AllowedMaskStride+ceil(V/32)")
 		if c.err != nil {
 			return c.err
 		}
 	}
+	ptrs.allowedTokenMasks = ptrOf(a.AllowedTokenMasks)
 	ptrs.rowOffsets = ptrOf(a.RowOffsets)
 	ptrs.positions = ptrOf(a.Positions)
 	ptrs.uncondRowOffsets = ptrOf(a.UncondRowOffsets)

@@ -26,6 +26,8 @@ type StashParams struct {
 	Mode        StashMode
 	NumSlots    int // slots in the outputs, required
 	RowsPerSlot int // rows per slot in the outputs, required
+	// AllowedMaskStride: int32 words between requests' AllowedTokenMasks. 0 = ceil(V/32)
+	AllowedMaskStride int
 
 	initialized bool
 }
@@ -50,6 +52,9 @@ type StashArgs struct {
 	OutLogprobs   []float32
 	OutRanks      []int32
 	RequestStatus []int32 // [NumRequests]
+
+	// AllowedTokenMasks: allowed-token bitmasks as in SampleArgs; a disallowed token is -inf.
+	AllowedTokenMasks []int32
 }
 
 // DeviceStashArgs mirrors dds_stash_args with raw (device) pointers; 0 is NULL.
@@ -58,7 +63,7 @@ type DeviceStashArgs struct {
 
 	RowOffsets, Logits, Keep, Slots, NumValid, Temperatures, CommittedTokens uintptr
 	TokenIDs, NumTokenIDs                                                    uintptr
-	OutTokenIDs, OutLogprobs, OutRanks, RequestStatus                        uintptr
+	OutTokenIDs, OutLogprobs, OutRanks, RequestStatus, AllowedTokenMasks     uintptr
 }
 
 // NewStashArgs returns StashArgs holding the library's defaults (dds_stash_args_init).
@@ -71,7 +76,7 @@ func NewDeviceStashArgs() DeviceStashArgs {
 
 type stashPtrs struct {
 	rowOffsets, logits, keep, slots, numValid, temperatures, committedTokens, tokenIDs,
-	numTokenIDs, outTokenIDs, outLogprobs, outRanks, requestStatus unsafe.Pointer
+	numTokenIDs, outTokenIDs, outLogprobs, outRanks, requestStatus, allowedTokenMasks unsafe.Pointer
 }
 
 func (p *StashParams) check(fn string) error {
@@ -152,6 +157,9 @@ func (s *Sampler) StashLogprobs(a *StashArgs) error {
 		c.need("OutLogprobs", a.OutLogprobs == nil, len(a.OutLogprobs), out, rule)
 		c.need("OutRanks", a.OutRanks == nil, len(a.OutRanks), out, rule)
 		c.need("RequestStatus", a.RequestStatus == nil, len(a.RequestStatus), r, "NumRequests")
+		c.need("AllowedTokenMasks", a.AllowedTokenMasks == nil, len(a.AllowedTokenMasks),
+			maskLen(r, p.AllowedMaskStride, s.cfg.VocabSize),
+			"(NumRequests-1)*AllowedMaskStride+ceil(V/32)")
 		if c.err != nil {
 			return c.err
 		}
@@ -168,6 +176,7 @@ func (s *Sampler) StashLogprobs(a *StashArgs) error {
 	ptrs.outLogprobs = ptrOf(a.OutLogprobs)
 	ptrs.outRanks = ptrOf(a.OutRanks)
 	ptrs.requestStatus = ptrOf(a.RequestStatus)
+	ptrs.allowedTokenMasks = ptrOf(a.AllowedTokenMasks)
 	err = stashGo(s.c, &p, &ptrs)
 	runtime.KeepAlive(s)
 	runtime.KeepAlive(a)

@@ -111,7 +111,7 @@ typedef enum dds_stats_mode {
 #define DDS_REQ_BAD_TOP_P 8         /* NaN: 1 (off) used */
 #define DDS_REQ_BAD_MIN_P 16        /* NaN or negative: 0 (off) used */
 #define DDS_REQ_BAD_UNCOND_ROWS 32  /* uncond rows outside [0, uncond_num_rows): no guidance */
-#define DDS_REQ_EMPTY_ROW 64        /* a row had no finite, unbanned column: token 0 written */
+#define DDS_REQ_EMPTY_ROW 64        /* a row had no finite, unbanned, allowed column: token 0 */
 #define DDS_REQ_BAD_SLOT 128        /* stash: slot outside [0, num_slots): request skipped */
 
 /* ---------------------------------------------------------------------------------------------
@@ -164,7 +164,8 @@ DDS_API int32_t dds_has_cuda(void);
  * Per row, with c the conditional logits, u the unconditional logits (guided requests only),
  * g, T, k, p, min_p the request's parameters:
  *   l = fmaf(g, c - u, c)              (guidance; l = c for unguided requests; -inf if c or u is)
- *   l[banned_token] = -inf; NaN -> -inf; +inf -> FLT_MAX
+ *   l[banned_token] = -inf; l[t] = -inf where t is not allowed (allowed_token_masks);
+ *   NaN -> -inf; +inf -> FLT_MAX
  *   a = l * (1/T)                      (fp32; T = 0 is greedy: token = argmax l, ties lower id)
  *   keep = top-k, then top-p, then min-p of softmax(a), each renormalising the previous set
  *   token ~ softmax(a) over keep       (two-level Gumbel-max, counter-based Philox noise)
@@ -232,6 +233,16 @@ typedef struct dds_sample_args {
   int32_t probs_dtype;      /* (host) dds_dtype of probs. Default F32 */
   int64_t probs_row_stride; /* (host) elements between probs rows, >= V. 0 = vocab_size */
   int32_t* request_status;  /* [num_requests] DDS_REQ_* bits, optional */
+
+  /* --- allowed token sets (appended: an older struct_size leaves them NULL / 0) --- */
+  /* [num_requests, allowed_mask_stride] packed bitmask, or NULL = every token allowed. Token t
+   * of request r is allowed when bit (t & 31) of word r * allowed_mask_stride + (t >> 5) is set
+   * (xgrammar's layout); bits of t >= vocab_size are ignored. A disallowed column is -inf
+   * exactly like the banned token (both stats modes), applied in the same pass over the logits
+   * (no masked copy). A row left with no finite allowed column: DDS_REQ_EMPTY_ROW (token 0). */
+  const int32_t* allowed_token_masks;
+  int64_t allowed_mask_stride; /* (host) int32 words between requests' masks, >= ceil(V / 32).
+                                  0 = ceil(vocab_size / 32) */
 } dds_sample_args;
 
 /** Fills *args with the defaults above and args->struct_size = struct_size (pass sizeof). */
@@ -289,6 +300,12 @@ typedef struct dds_stash_args {
   float* out_logprobs;
   int32_t* out_ranks;
   int32_t* request_status; /* [num_requests] DDS_REQ_* bits, optional */
+
+  /* [num_requests, allowed_mask_stride] allowed-token bitmask as in dds_sample_args, or NULL.
+   * A disallowed column is -inf like a -inf logit: never in the top-n nor the argmax; as entry
+   * 0 or one of the request's ids its value is -inf (rank 1 + the allowed finite columns). */
+  const int32_t* allowed_token_masks;
+  int64_t allowed_mask_stride; /* (host) >= ceil(vocab_size / 32); 0 = ceil(vocab_size / 32) */
 } dds_stash_args;
 
 /** Fills *args with the defaults above and args->struct_size = struct_size (pass sizeof). */
@@ -311,7 +328,12 @@ typedef enum dds_reveal_policy {
   DDS_REVEAL_TOP_N = 0,     /* the n best eligible rows (n = counts, or ceil(eligible/steps_left)) */
   DDS_REVEAL_THRESHOLD = 1, /* every eligible row with score >= threshold, at least the best one */
   DDS_REVEAL_FACTOR = 2,    /* Fast-dLLM factor rule: the n-th best while score >= 1 - f/(n+1) */
-  DDS_REVEAL_RANDOM = 3     /* n eligible rows uniformly at random (counter-based noise) */
+  DDS_REVEAL_RANDOM = 3,    /* n eligible rows uniformly at random (counter-based noise) */
+  /* EB-sampler (Ben-Hamu et al. 2025): `scores` holds each row's entropy (nats, lower first;
+   * NaN = +inf). Eligible rows in ascending entropy (ties: lower position); reveal the longest
+   * prefix of length k >= 1 with sum(first k) - max(first k) <= bound (the sum of the k - 1
+   * lowest entropies; a negative entropy counts as 0 in that sum; float64 sums). */
+  DDS_REVEAL_ENTROPY_BOUND = 4
 } dds_reveal_policy;
 
 typedef struct dds_reveal_args {
@@ -358,6 +380,11 @@ typedef struct dds_reveal_args {
   int32_t* num_revealed;    /* [num_requests] rows revealed per request, optional */
   int32_t* finished;        /* [num_requests] EOS rule result (0/1), optional */
   int32_t* request_status;  /* [num_requests] DDS_REQ_* bits, optional */
+
+  /* ENTROPY_BOUND (appended: an older struct_size gets NULL and the default 0.1) */
+  const float* entropy_bounds; /* [num_requests] EB bound (nats), or NULL -> entropy_bound */
+  float entropy_bound;         /* default bound, >= 0 (+inf reveals every eligible row).
+                                  Default 0.1 */
 } dds_reveal_args;
 
 #define DDS_REQ_BAD_POLICY 256    /* unknown policy: TOP_N used */
@@ -369,6 +396,7 @@ typedef struct dds_reveal_args {
                                         row_offsets[num_requests] != num_rows for the last r):
                                         the request owns no rows (docs/sampling.md §1) */
 #define DDS_REQ_BAD_DRAFT_COUNT 4096 /* verify: draft_counts[r] outside [0, n]: clamped */
+#define DDS_REQ_BAD_ENTROPY_BOUND 8192 /* ENTROPY_BOUND: NaN or negative bound: 0 used */
 #define DDS_REQ_BAD_TOKEN_ID 16384   /* a token id read as input outside [0, vocab_size): stash
                                         committed_tokens / token_ids (written as given, value
                                         -inf, rank 0), verify draft_tokens (rejected) */
@@ -424,6 +452,12 @@ typedef struct dds_verify_args {
   float* out_logprobs;      /* [num_requests, n + 1] log p_i(token) (target, processed); padding
                                -inf. Optional */
   int32_t* request_status;  /* [num_requests] DDS_REQ_* bits, optional */
+
+  /* [num_requests, allowed_mask_stride] allowed-token bitmask as in dds_sample_args, or NULL;
+   * applies to both the draft rows and the target rows of request r (a disallowed column is
+   * -inf in p_i and q_i: a disallowed draft is rejected, and never sampled). */
+  const int32_t* allowed_token_masks;
+  int64_t allowed_mask_stride; /* (host) >= ceil(vocab_size / 32); 0 = ceil(vocab_size / 32) */
 } dds_verify_args;
 
 DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_size);

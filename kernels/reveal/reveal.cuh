@@ -6,8 +6,12 @@
 // radix select (8-bit digits) over order-preserving 64-bit images of the key, then of (position,
 // row) among rows whose key ties with it; a row is revealed iff it is at or above that row.
 // O(m) per pass, 8 passes (16 with a tie at the boundary); FACTOR binary-searches n with selects
-// of the k-th key (its test is monotone in k for f >= 0). No limit on rows per request; the keys
-// live in the workspace (two uint64 per row).
+// of the k-th key (its test is monotone in k for f >= 0); ENTROPY_BOUND ranks by -entropy and
+// binary-searches the longest prefix (its test, the sum of the k - 1 lowest entropies with
+// negatives as 0 against the bound, is monotone in k), summing each probe's prefix in float64 in
+// one pass (another summation order than the CPU's: the two can differ only where a prefix sum
+// ties with the bound within rounding). No limit on rows per request; the keys live in the
+// workspace (two uint64 per row).
 #ifndef DDS_KERNELS_REVEAL_CUH_
 #define DDS_KERNELS_REVEAL_CUH_
 
@@ -42,6 +46,8 @@ struct Params {
   float factor;
   const float* position_temperatures;
   float position_temperature;
+  const float* entropy_bounds;  // ENTROPY_BOUND: [num_requests] or null -> entropy_bound
+  float entropy_bound;
   const uint64_t* seeds;
   uint64_t seed;
   const uint32_t* steps;
@@ -66,6 +72,17 @@ __device__ __forceinline__ int32_t block_sum(int32_t v, int32_t* red) {
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
   int32_t t = 0;
+  for (int w = 0; w < kThreads / 32; ++w) t += red[w];
+  __syncthreads();
+  return t;
+}
+
+__device__ __forceinline__ double block_sum_d(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double t = 0;
   for (int w = 0; w < kThreads / 32; ++w) t += red[w];
   __syncthreads();
   return t;
@@ -176,6 +193,7 @@ __device__ uint64_t select_kth(const uint64_t* pk, const uint64_t* tb, int32_t n
 
 __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   __shared__ int32_t s_red[kThreads / 32];
+  __shared__ double s_red_d[kThreads / 32];
   __shared__ SelSmem sm;
   const int32_t r = blockIdx.x;
   // The row_offsets rule (common/offsets.h): the CTA handles the rows [b, e) the search gives
@@ -204,9 +222,17 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
     first_eos = block_min(local, s_red);
   }
   int32_t policy = p.policies ? p.policies[r] : p.policy;
-  if (policy < 0 || policy > 3) {
+  if (policy < 0 || policy > 4) {
     policy = 0;
     status |= kReqBadPolicy;
+  }
+  float bound = 0.f;  // ENTROPY_BOUND: NaN or negative -> 0, flagged
+  if (policy == 4) {
+    bound = p.entropy_bounds ? p.entropy_bounds[r] : p.entropy_bound;
+    if (isnan(bound) || bound < 0.f) {
+      bound = 0.f;
+      status |= kReqBadEntropyBound;
+    }
   }
   const uint64_t seed = p.seeds ? p.seeds[r] : p.seed;
   const uint32_t step = p.steps ? p.steps[r] : p.step;
@@ -234,7 +260,9 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
       const float s = p.scores[i];
       if (!isnan(s) && (double)s >= (double)thr) ++thr_local;
       double k = isnan(s) ? -INFINITY : (double)s;
-      if (policy == 3) {
+      if (policy == 4) {
+        k = isnan(s) ? -INFINITY : -(double)s;  // ascending entropy; NaN entropy = +inf
+      } else if (policy == 3) {
         k = (double)(random_bits(seed, step, (uint32_t)pos, 0u, kSaltReveal) >> 11);
       } else if (policy == 0 && tau > 0.f) {
         k = k / (double)tau + gumbel(seed, step, (uint32_t)pos, 1u, kSaltReveal);
@@ -264,6 +292,31 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
       n = min(n, m);
     } else if (policy == 1) {
       n = max(n_thr, 1);
+    } else if (policy == 4) {
+      // ENTROPY_BOUND: the largest n whose n - 1 lowest entropies (negatives as 0) sum to at
+      // most the bound. The sum of the top k - 1 keys: every row above the (k-1)-th key's value
+      // kv, plus krem rows at kv.
+      auto pass = [&](int32_t k) {
+        if (k <= 1) return true;
+        int32_t krem, cnt;
+        const uint64_t kv = select_kth<false>(pk, tb, nrows, 0, k - 1, &krem, &cnt, sm);
+        double local = 0;
+        for (int32_t j = threadIdx.x; j < nrows; j += kThreads) {
+          const uint64_t a = pk[j];
+          if (a != 0 && a > kv) local += fmax(0.0, -key_from_ord(a));
+        }
+        const double sum = block_sum_d(local, s_red_d) + (double)krem * fmax(0.0, -key_from_ord(kv));
+        return sum <= (double)bound;
+      };
+      int32_t lo = 1, hi = m;
+      while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (pass(mid))
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      n = lo;
     } else {
       // FACTOR: the largest n with c_k >= 1 - f / (k + 1) for every 2 <= k <= n (at least 1).
       // For f >= 0 the test is monotone in k (c_k falls, the bound rises): binary search over

@@ -7,6 +7,7 @@
 #include "../common/launch.cuh"
 #include "plan.h"
 #include "probs.cuh"
+#include "split_row.cuh"
 
 namespace dds {
 namespace ksample {
@@ -38,7 +39,7 @@ inline int cand_lvl0_for(int V) {
 // The sampling scratch, carved from the sampler's workspace (sized at dds_create from the
 // capacities). counters and the fallback counters are zeroed on the stream when a plan uses them.
 struct SampleWorkspace {
-  size_t counters, fb, recs, rowinfo, cand, kmass, fb_rows, total;
+  size_t counters, fb, recs, rowinfo, cand, kmass, fb_rows, split_cnt, split_s, total;
   static size_t align(size_t x) { return (x + 255) & ~(size_t)255; }
   SampleWorkspace(int max_rows, int V) {
     const size_t rows = (size_t)(max_rows > 0 ? max_rows : 1);
@@ -50,7 +51,11 @@ struct SampleWorkspace {
     cand = align(rowinfo + rows * sizeof(RowInfo));
     kmass = align(cand + rows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
     fb_rows = align(kmass + rows * nb * sizeof(unsigned long long));
-    total = align(fb_rows + rows * sizeof(int));
+    // split_finish_kernel runs for at most kSplitMaxRows rows (plan_sample)
+    const size_t srows = rows < (size_t)kSplitMaxRows ? rows : (size_t)kSplitMaxRows;
+    split_cnt = align(fb_rows + rows * sizeof(int));
+    split_s = align(split_cnt + srows * sizeof(SplitRowCnt));
+    total = align(split_s + srows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
   }
   // Points P's scratch fields into the workspace at `base`.
   void bind(SampleParams& P, char* base) const {
@@ -64,6 +69,8 @@ struct SampleWorkspace {
     P.fb_rows = reinterpret_cast<int*>(base + fb_rows);
     P.fb_count = reinterpret_cast<int*>(base + fb);
     P.fb_done = reinterpret_cast<unsigned*>(base + fb + sizeof(int));
+    P.split_cnt = reinterpret_cast<SplitRowCnt*>(base + split_cnt);
+    P.split_s = reinterpret_cast<int2*>(base + split_s);
   }
 };
 
@@ -126,6 +133,8 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
   cudaError_t e = cudaSuccess;
   if (plan.zero_counters) e = cudaMemsetAsync(P.counters, 0, (size_t)P.num_rows * sizeof(int), s);
   if (e == cudaSuccess && plan.zero_fallback) e = cudaMemsetAsync(P.fb_count, 0, 2 * sizeof(int), s);
+  if (e == cudaSuccess && plan.split_finish)
+    e = cudaMemsetAsync(P.split_cnt, 0, (size_t)P.num_rows * sizeof(SplitRowCnt), s);
   if (e != cudaSuccess) return e;
   if (plan.run_plain) {  // unfiltered rows
     if (plan.small_plain) {
@@ -154,8 +163,12 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
       if (!plan.direct_filter) {  // candidates from the streaming pass, a warp per row's finish
         const long long warps = (long long)P.num_rows * ((P.nblocks + P.fbpw - 1) / P.fbpw);
         launch_kernel(s, row_pass_kernel<DT>, (unsigned)((warps + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, P);
-        launch_kernel(s, cand_finish_kernel<DT>, (unsigned)((P.num_rows + plan.cf_wpc - 1) / plan.cf_wpc),
-                      plan.cf_wpc * 32, 0, P);
+        if (plan.split_finish)  // several CTAs per row (split_row.cuh)
+          launch_kernel(s, split_finish_kernel<DT>, (unsigned)((long long)P.num_rows * plan.split_ctas),
+                        kRowWarps * 32, 0, P);
+        else
+          launch_kernel(s, cand_finish_kernel<DT>, (unsigned)((P.num_rows + plan.cf_wpc - 1) / plan.cf_wpc),
+                        plan.cf_wpc * 32, 0, P);
       }
       P.smem_row = plan.smem_row;  // the rows left to the filter kernel
       launch_kernel(s, filter_kernel<DT>, (unsigned)plan.filter_grid, kFilterThreads,

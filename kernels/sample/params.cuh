@@ -52,6 +52,13 @@ struct RowInfo {
   int empty;
 };
 
+// Per-row scratch of split_finish_kernel (split_row.cuh), zeroed on the stream before it runs.
+struct SplitRowCnt {
+  unsigned ns;                // entries of S written
+  unsigned done;              // the row's CTAs done with their blocks
+  unsigned long long zout;    // fixed-point mass of the candidates outside S
+};
+
 struct SampleParams {
   int V, nblocks, num_rows, num_requests;
   const int32_t* row_offsets;
@@ -117,6 +124,10 @@ struct SampleParams {
   int* fb_rows;
   int* fb_count;
   unsigned* fb_done;
+  // split_finish_kernel (plan.split_finish, at most kSplitMaxRows rows): per row its counters
+  // and its candidate set S (nblocks x cand_cap entries).
+  SplitRowCnt* split_cnt;
+  int2* split_s;
 };
 
 }  // namespace ksample

@@ -20,6 +20,8 @@ constexpr int kFilterThreads = 1024;
 constexpr int kSmemRowMax = 40960;  // filter_kernel holds rows up to this many columns in smem
 constexpr int kFilteredBpwMax = 4;  // row_pass_kernel, 16-bit logits: blocks per warp, at most
 constexpr int kDefaultSms = 132;    // the H200's SM count: used when the device's is unknown
+constexpr int kSplitBlocks = 8;     // split_finish_kernel: blocks (lists) per CTA, a warp each
+constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S buffers' capacity)
 
 // What the plan depends on: the call's host-visible shape and the device.
 struct SampleShape {
@@ -50,6 +52,8 @@ struct SamplePlan {
   bool smem_row = false;          // filter_kernel holds the row in shared memory
   int filter_grid = 0;            // filter_kernel CTAs (fallback rows: a grid-stride loop)
   bool zero_fallback = false;     // the fallback list's counters zeroed first
+  bool split_finish = false;      // split_finish_kernel (several CTAs per row) for cand_finish
+  int split_ctas = 1;             //   its CTAs per row (from V only)
   // Tests only: small_plain_kernel scores every column of the winning block exactly.
   bool small_exact_all = false;
   // Derived launch shapes.
@@ -60,7 +64,8 @@ struct SamplePlan {
 // library itself): -1 keeps the rule, another value forces the choice (0/1 for the flags).
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
-      fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1;
+      fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
+      split = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -109,6 +114,13 @@ inline bool small_cta_default(int num_rows, int num_sms) { return num_rows <= 2 
 // 256 rows top-p 59.1 -> 30.2 us, top-k 33.3 -> 23.4; 528 rows top-p 58.3 -> 50.0, top-k 33.0 ->
 // 38.1; 1024 rows top-p 61.2 -> 87.3).
 inline bool small_filter_cta_default(int num_rows, int num_sms) { return num_rows <= 4 * num_sms; }
+// The candidates' finish split over CTAs (split_finish_kernel, kSplitBlocks block lists per CTA)
+// while the rows leave SMs idle: fewer rows than twice the SMs. The outputs are those of
+// cand_finish_kernel bit for bit (split_row.cuh), so the choice may follow the row count; the
+// split itself depends on V only. TODO-LEAD: the threshold from an A/B of split=0 / split=1 at
+// 8, 64, 256 and 512 rows.
+inline bool split_finish_default(int num_rows, int num_sms) { return num_rows < 2 * num_sms; }
+constexpr int split_ctas_for(int nblocks) { return (nblocks + kSplitBlocks - 1) / kSplitBlocks; }
 
 // Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
 // the tests' and tools' command lines. Returns false with *err at the bad item.
@@ -124,6 +136,7 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"fbpw", &SamplePlanOverrides::fbpw},               {"top2", &SamplePlanOverrides::top2},
       {"cf_wpc", &SamplePlanOverrides::cf_wpc},           {"smem_row", &SamplePlanOverrides::smem_row},
       {"exact_all", &SamplePlanOverrides::exact_all},     {"filter_grid", &SamplePlanOverrides::filter_grid},
+      {"split", &SamplePlanOverrides::split},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -176,6 +189,10 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   if (!p.direct_filter && p.filter_grid > 2 * sms) p.filter_grid = 2 * sms;
   if (o.filter_grid > 0 && !p.direct_filter) p.filter_grid = o.filter_grid;
   p.zero_fallback = s.run_filter && !p.direct_filter && !p.small_filter;
+  // (never beyond kSplitMaxRows rows, forced or not: the workspace holds S for that many)
+  p.split_finish = s.run_filter && !p.direct_filter && !p.small_filter && s.num_rows <= kSplitMaxRows &&
+                   pick(o.split, split_finish_default(s.num_rows, sms));
+  p.split_ctas = split_ctas_for(p.nblocks);
   return p;
 }
 

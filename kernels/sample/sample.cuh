@@ -14,6 +14,7 @@
 //   plain_pass.cuh  plain_pass_kernel (unfiltered rows' streaming pass, optionally finishing)
 //   small.cuh       small_plain_kernel, small_filter_kernel (V <= 2048, one launch)
 //   filter_cta.cuh  filter_kernel (the rows the lists cannot settle: a CTA per row)
+//   split_row.cuh   split_finish_kernel (cand_finish_kernel's outputs, several CTAs per row)
 //   probs.cuh       probs_kernel, status_kernel
 //   launch.cuh      workspace layout, launch_sample (the one dtype dispatch)
 //
@@ -37,6 +38,10 @@
 //    threshold from the lane maxima). Then cand_finish_kernel, one warp per row, bounds the kept
 //    values from the records, selects top-k / top-p / min-p on the merged lists when they provably
 //    hold the kept set (finish_filtered), else hands the row to filter_kernel.
+//  * split_finish_kernel (filtered rows of batches that leave SMs idle, plan.split_finish): in
+//    place of cand_finish_kernel, a CTA per 8 block lists of a row compacts its candidates into
+//    the row's set S; the row's last CTA selects, sums and samples on S with 8 warps (CtaTeam).
+//    Same decisions, integer sums and token as cand_finish_kernel: the same bits.
 //  * small_filter_kernel (filtered rows, V <= 2048): the row's complete list in registers / shared
 //    memory, finish_filtered's decisions in one launch.
 //  * filter_kernel: one 1024-thread CTA per row left by the lists (a grid-stride loop). The row is

@@ -1,7 +1,9 @@
 // A straightforward reference of dds_sample on the CPU: the CPU backend as it was written for
 // clarity (one row at a time, std::vector per call, a dtype switch per element, every token
-// Gumbel of the winning block evaluated), kept here so that tests/cpu/test_cpu_fast.cpp can
-// check the backend's fast path against it bit for bit.
+// Gumbel of the winning block evaluated, every sum and exp in float64 in column order), kept
+// here so that tests/cpu/test_cpu_fast.cpp can check the backend's fast path against it: the
+// same tokens except where two block scores tie within the fp32 block sums' rounding (the
+// reference gives its block scores for that check), statistics within 1e-5 relative.
 #ifndef DDS_TESTS_CPU_CPU_REFERENCE_H_
 #define DDS_TESTS_CPU_CPU_REFERENCE_H_
 
@@ -20,16 +22,18 @@ namespace ref {
 using namespace dds;
 
 // Samples a column of [0, V) with probability proportional to exp(w(t)), evaluating every
-// Gumbel in id order.
+// Gumbel in id order; with `scores`, each block's score (-inf for a block with no kept column).
 template <typename LogWeight>
 int32_t two_level_gumbel_max(int32_t V, LogWeight w, uint64_t seed, uint32_t step, uint32_t pos,
-                             uint32_t block_salt, uint32_t token_salt) {
+                             uint32_t block_salt, uint32_t token_salt,
+                             std::vector<double>* scores = nullptr) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   double m = kNegInf;
   for (int32_t t = 0; t < V; ++t) m = std::max(m, w(t));
   if (m == kNegInf) return 0;
   int32_t best_block = -1;
   double best = kNegInf;
+  if (scores) scores->assign((V - 1) / kBlockSize + 1, kNegInf);
   for (int32_t b = 0; b * kBlockSize < V; ++b) {
     const int32_t lo = b * kBlockSize, hi = std::min(V, lo + kBlockSize);
     double s = 0;
@@ -43,6 +47,7 @@ int32_t two_level_gumbel_max(int32_t V, LogWeight w, uint64_t seed, uint32_t ste
     }
     if (!any) continue;
     const double score = m + std::log(s) + gumbel(seed, step, pos, (uint32_t)b, block_salt);
+    if (scores) (*scores)[b] = score;
     if (best_block < 0 || score > best) {
       best = score;
       best_block = b;
@@ -277,7 +282,10 @@ inline void write_empty_row(const dds_sample_args& a, int32_t V, int32_t i) {
 }
 
 
-inline void sample(const dds_sample_args& a, int32_t V) {
+// With `block_scores`: [num_rows], each sampled row's block scores (empty for other rows).
+inline void sample(const dds_sample_args& a, int32_t V,
+                   std::vector<std::vector<double>>* block_scores = nullptr) {
+    if (block_scores) block_scores->assign(a.num_rows, {});
     if (a.request_status)
       std::fill(a.request_status, a.request_status + a.num_requests, 0);
     std::vector<float> l(V), x(V);
@@ -333,7 +341,7 @@ inline void sample(const dds_sample_args& a, int32_t V) {
           filter(x, k0, n0, q, &keep, &order);
           token = two_level_gumbel_max(  // §4
               V, [&](int32_t t) { return keep[t] ? (double)x[t] : -kInfD; }, q.seed, q.step, pos,
-              kSaltBlock, kSaltToken);
+              kSaltBlock, kSaltToken, block_scores ? &(*block_scores)[i] : nullptr);
         }
         // §5 statistics.
         RowStats st;

@@ -129,7 +129,7 @@ TEST_CASE("dds_sample rejects bad arguments, names them, and writes nothing") {
       {{"struct_size 0", DDS_ERR_STRUCT_SIZE, "struct_size"},
        [](SampleCall& c, dds_sampler**) { c.a.struct_size = 0; }},
       {{"struct_size too small", DDS_ERR_STRUCT_SIZE, "struct_size"},
-       [](SampleCall& c, dds_sampler**) { c.a.struct_size = sizeof(dds_sample_args) - 8; }},
+       [](SampleCall& c, dds_sampler**) { c.a.struct_size = offsetof(dds_sample_args, allowed_token_masks) - 8; }},
       {{"negative num_rows", DDS_ERR_INVALID_ARGUMENT, "num_rows"},
        [](SampleCall& c, dds_sampler**) { c.a.num_rows = -1; }},
       {{"rows over capacity", DDS_ERR_CAPACITY, "max_rows"},
@@ -394,7 +394,8 @@ TEST_CASE("init functions, status strings, backend query, larger struct sizes") 
   CHECK(contains(dds_last_error(), "struct_size"));
   dds_sample_args sa;
   CHECK(dds_sample_args_init(nullptr, sizeof sa) == DDS_ERR_NULL_POINTER);
-  CHECK(dds_sample_args_init(&sa, sizeof sa - 4) == DDS_ERR_STRUCT_SIZE);
+  CHECK(dds_sample_args_init(&sa, offsetof(dds_sample_args, allowed_token_masks) - 4) ==
+        DDS_ERR_STRUCT_SIZE);
   CHECK(contains(dds_last_error(), "struct_size"));
   dds_stash_args ta;
   CHECK(dds_stash_args_init(nullptr, sizeof ta) == DDS_ERR_NULL_POINTER);

@@ -27,7 +27,7 @@ int main() {
    for (int variant = 0; variant < (hz ? 4 : 3); ++variant) {
     const int R = sh.R, L = sh.L;
     std::vector<int32_t> offs{0}, pos, pol, counts, sl, tokens, canvas;
-    std::vector<float> scores, thr, fac, pt; std::vector<uint8_t> elig; std::vector<uint64_t> seeds; std::vector<uint32_t> steps;
+    std::vector<float> scores, thr, fac, pt, eb; std::vector<uint8_t> elig; std::vector<uint64_t> seeds; std::vector<uint32_t> steps;
     std::uniform_real_distribution<float> U(0.f, 1.f);
     std::uniform_int_distribution<int> nr(1, std::max(1, sh.max_rows));
     for (int r = 0; r < R; ++r) offs.push_back(offs.back() + std::min(sh.max_rows < 0 ? -sh.max_rows : nr(rng), L));
@@ -42,7 +42,8 @@ int main() {
         elig.push_back(U(rng) < 0.85f);
         tokens.push_back((int32_t)(U(rng) * 50));
       }
-      pol.push_back((r + variant) % 4); counts.push_back((int)(U(rng) * 6) - 1); sl.push_back((int)(U(rng) * 5));
+      pol.push_back((r + variant) % 5);  // 4: ENTROPY_BOUND
+      eb.push_back(r % 7 == 3 ? NAN : r % 7 == 5 ? INFINITY : r % 7 == 6 ? 0.f : U(rng) * 2.f); counts.push_back((int)(U(rng) * 6) - 1); sl.push_back((int)(U(rng) * 5));
       thr.push_back(0.5f + 0.5f * U(rng)); fac.push_back(r % 9 == 4 ? -0.5f : U(rng) * 2.f); pt.push_back(r % 3 == 0 ? 0.5f : 0.f);
       seeds.push_back(rng()); steps.push_back(rng() % 100);
     }
@@ -61,12 +62,14 @@ int main() {
     dds_reveal_args a; dds_reveal_args_init(&a, sizeof a);
     a.num_rows = rows; a.num_requests = R; a.row_offsets = offs.data(); a.positions = posp; a.scores = scores.data(); a.eligible = elig.data();
     a.policies = pol.data(); a.counts = counts.data(); a.steps_left = sl.data(); a.thresholds = thr.data(); a.factors = fac.data();
+    a.entropy_bounds = eb.data();
     a.position_temperatures = pt.data(); a.seeds = seeds.data(); a.steps = steps.data(); a.canvas = can1.data(); a.canvas_length = L; a.canvas_stride = L;
     a.tokens = tokens.data(); a.mask_token = 60; a.eos_token = 61; a.reveal = rev.data(); a.num_revealed = nrev.data(); a.finished = fin.data(); a.request_status = st.data();
     if (dds_reveal(s, &a, nullptr) != DDS_OK) { printf("cpu fail %s\n", dds_last_error()); return 1; }
     reveal::Params p{};
     p.num_rows = rows; p.num_requests = R; p.row_offsets = offs.data(); p.positions = posp; p.scores = scores.data(); p.eligible = elig.data();
     p.policies = pol.data(); p.policy = 0; p.counts = counts.data(); p.count = 1; p.steps_left = sl.data(); p.thresholds = thr.data(); p.factors = fac.data();
+    p.entropy_bounds = eb.data(); p.entropy_bound = 0.1f;
     p.position_temperatures = pt.data(); p.seeds = seeds.data(); p.steps = steps.data(); p.canvas = can2.data(); p.canvas_stride = L; p.canvas_length = L;
     p.tokens = tokens.data(); p.mask_token = 60; p.eos_token = 61; p.reveal = rev2.data(); p.num_revealed = nrev2.data(); p.finished = fin2.data(); p.request_status = st2.data();
     std::vector<uint64_t> ws(2 * (size_t)rows);

@@ -7,7 +7,8 @@
 // Usage: emu_sample V rows dtype(0 f32, 1 bf16) stats(0 processed, 1 guided) [tscale [mode]]
 //   mode: "default" or a comma list of plan overrides (kernels/sample/plan.h, SamplePlanOverrides:
 //   small_plain, small_filter, cta, bpw, fuse, direct, fbpw, top2, cf_wpc, smem_row, exact_all,
-//   filter_grid; key=value) and ban=N (the banned token, default 3)
+//   filter_grid, split; key=value) and ban=N (the banned token, default 3); "A|B": plan A
+//   against the CPU, and plan B's outputs equal to plan A's bit for bit (e.g. split=1|split=0)
 #include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -180,11 +181,37 @@ bool close(float g, float c, double rel = 1e-5, double abs_tol = 1e-6) {
   return std::fabs((double)g - (double)c) <= rel * std::fabs((double)c) + abs_tol;
 }
 
+// Bitwise equality of two plans' outputs (every output, probs included); returns the rows that differ.
+int same_bits(const Out& x, const Out& y, int rows, int V) {
+  int bad = 0;
+  for (int i = 0; i < rows; ++i) {
+    bool ok = x.tok[i] == y.tok[i] && x.amax[i] == y.amax[i] && x.st[i] == y.st[i] &&
+              !memcmp(&x.lp[i], &y.lp[i], 4) && !memcmp(&x.conf[i], &y.conf[i], 4) &&
+              !memcmp(&x.mar[i], &y.mar[i], 4) && !memcmp(&x.ent[i], &y.ent[i], 4) &&
+              !memcmp(&x.probs[(size_t)i * V], &y.probs[(size_t)i * V], 4 * (size_t)V);
+    if (!ok) {
+      ++bad;
+      printf("row %d (case %d): the two plans differ: tok %d/%d lp %a/%a ent %a/%a\n", i, i % 22, x.tok[i],
+             y.tok[i], x.lp[i], y.lp[i], x.ent[i], y.ent[i]);
+    }
+  }
+  return bad;
+}
+
 int main(int argc, char** argv) {
   int V = argc > 1 ? atoi(argv[1]) : 5000, rows = argc > 2 ? atoi(argv[2]) : 36;
   int dtype = argc > 3 ? atoi(argv[3]) : 0, stats = argc > 4 ? atoi(argv[4]) : DDS_STATS_PROCESSED;
   if (argc > 5) g_tscale = atof(argv[5]);
-  if (argc > 6) parse_mode(argv[6]);
+  std::string mode_b;
+  if (argc > 6) {
+    std::string m = argv[6];
+    const size_t bar = m.find('|');
+    if (bar != std::string::npos) {
+      mode_b = m.substr(bar + 1);
+      m = m.substr(0, bar);
+    }
+    parse_mode(m.c_str());
+  }
   if (g_hostile >= 0 && rows != hostile::kRows) { printf("hostile=K needs %d rows\n", hostile::kRows); return 2; }
   Prob pb = make(V, rows, dtype, 1234 + V, stats);
   dds_sampler_config c; dds_sampler_config_init(&c, sizeof c);
@@ -208,8 +235,19 @@ int main(int argc, char** argv) {
              og.amax[i], oc.amax[i], og.lp[i], oc.lp[i], og.conf[i], oc.conf[i], og.mar[i], oc.mar[i], og.ent[i], oc.ent[i], pbad);
     }
   }
-  printf("V=%d rows=%d dtype=%d stats=%d mode=%s: %d bad rows, fallback %d%s\n", V, rows, dtype,
+  int diff = 0;
+  if (!mode_b.empty()) {  // the second plan, bit for bit against the first
+    Out ob;
+    fill_args(a, pb, ob);
+    g_plan = SamplePlanOverrides{};
+    parse_mode(mode_b.c_str());
+    run_emu(a, V, ws);
+    diff = same_bits(og, ob, rows, V);
+    bad += diff;
+  }
+  printf("V=%d rows=%d dtype=%d stats=%d mode=%s: %d bad rows, fallback %d%s%s\n", V, rows, dtype,
          stats, argc > 6 ? argv[6] : "default", bad, g_fb_total,
-         g_counter_bad ? ", COUNTERS NOT RESET" : "");
+         g_counter_bad ? ", COUNTERS NOT RESET" : "",
+         mode_b.empty() ? "" : (diff ? ", PLANS DIFFER" : ", plans equal bit for bit"));
   return (bad || g_counter_bad) ? 1 : 0;
 }

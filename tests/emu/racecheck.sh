@@ -43,7 +43,7 @@ echo "racecheck self-test: $([ $rc -eq 0 ] && echo '4 racy patterns reported, 4 
 if [ "${2:-}" = --quick ]; then
   EMU_CASES="32000 5 1 0 40;66000 32 2 1 40;3000 20 1 1" \
     bash "$here/run_stash.sh" "$build" || rc=1
-  EMU_CASES="1025 40 1 1 1 default;5000 40 1 0 1 default;40000 22 0 0 1 smem_row=0" \
+  EMU_CASES="1025 40 1 1 1 default;5000 40 1 0 1 default;40000 22 0 0 1 smem_row=0,split=0" \
     bash "$here/run_sample.sh" "$build" || rc=1
 else
   bash "$here/run_stash.sh" "$build" || rc=1

@@ -212,7 +212,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 23: outs &= 0x80; must_fail("output", DDS_ERR_NULL_POINTER); break;
       case 24: misalign_which = in.ConsumeIntegralInRange<int32_t>(0, 19); break;  // below
-      case 25: struct_size = in.ConsumeIntegralInRange<size_t>(0, sizeof a - 1); must_fail("struct_size", DDS_ERR_STRUCT_SIZE); break;
+      case 25: struct_size = in.ConsumeIntegralInRange<size_t>(0, offsetof(dds_sample_args, allowed_token_masks) - 1); must_fail("struct_size", DDS_ERR_STRUCT_SIZE); break;
       case 26: sampler_null = true; must_fail("sampler", DDS_ERR_NULL_POINTER); break;
       case 27: args_null = true; must_fail("args", DDS_ERR_NULL_POINTER); break;
       case 28:

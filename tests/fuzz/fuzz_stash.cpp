@@ -163,7 +163,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 17: tids_null_with_ntids = true; must_fail("num_token_ids"); break;
       case 18: outs &= 8; must_fail("output", DDS_ERR_NULL_POINTER); break;
       case 19: misalign_which = in.ConsumeIntegralInRange<int32_t>(0, 11); break;
-      case 20: struct_size = in.ConsumeIntegralInRange<size_t>(0, sizeof a - 1); must_fail("struct_size", DDS_ERR_STRUCT_SIZE); break;
+      case 20: struct_size = in.ConsumeIntegralInRange<size_t>(0, offsetof(dds_stash_args, allowed_token_masks) - 1); must_fail("struct_size", DDS_ERR_STRUCT_SIZE); break;
       case 21: sampler_null = true; must_fail("sampler", DDS_ERR_NULL_POINTER); break;
       case 22: args_null = true; must_fail("args", DDS_ERR_NULL_POINTER); break;
       case 23: if (num_req != num_rows) { has_offsets = false; must_fail("row_offsets"); } break;

@@ -1,10 +1,12 @@
-// dds_reveal on the CUDA backend: parity with the CPU oracle over mixed policies, canvas writes,
+// dds_reveal on the CUDA backend: parity with the CPU oracle over mixed policies (ENTROPY_BOUND
+// with NaN, +inf, 0 and random bounds among them), canvas writes,
 // the EOS rule, graph capture and replay with new steps; large requests (3000 and 4096 rows, the
 // radix-select path). dds_verify_drafts has its own test (test_gpu_verify.cu).
 #include "gpu_main.h"
 
 #include <dds/dds.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -43,7 +45,7 @@ dds_sampler* make(int backend, int V) {
 struct Case {
   int R = 0, rows = 0, L = 0;
   std::vector<int32_t> offs, pos, policies, counts, steps_left, tokens, canvas;
-  std::vector<float> scores, thresholds, factors, ptemps;
+  std::vector<float> scores, thresholds, factors, ptemps, ebounds;
   std::vector<uint8_t> elig;
   std::vector<uint64_t> seeds;
   std::vector<uint32_t> steps;
@@ -73,7 +75,8 @@ Case random_case(std::mt19937& rng, int R, int max_rows, int L) {
       c.elig.push_back(U(rng) < 0.85f);
       c.tokens.push_back((int32_t)(U(rng) * 50));
     }
-    c.policies.push_back(r % 4);
+    c.policies.push_back(r % 5);  // 4: ENTROPY_BOUND (scores read as entropies)
+    c.ebounds.push_back(r % 7 == 3 ? NAN : r % 7 == 5 ? INFINITY : r % 7 == 6 ? 0.f : U(rng) * 2.f);
     c.counts.push_back((int)(U(rng) * 6) - 1);  // -1, 0: use steps_left
     c.steps_left.push_back((int)(U(rng) * 5));
     c.thresholds.push_back(0.5f + 0.5f * U(rng));
@@ -119,6 +122,7 @@ Out run_cpu(dds_sampler* s, const Case& c) {
   a.thresholds = c.thresholds.data();
   a.factors = c.factors.data();
   a.position_temperatures = c.ptemps.data();
+  a.entropy_bounds = c.ebounds.data();
   a.seeds = c.seeds.data();
   a.steps = c.steps.data();
   a.canvas = o.canvas.data();
@@ -153,7 +157,7 @@ TEST_CASE("CUDA dds_reveal matches the CPU oracle (mixed policies, ties, canvas,
     Out want = run_cpu(cpu, c);
     Dev<int32_t> offs(c.offs), pos(c.pos), policies(c.policies), counts(c.counts),
         steps_left(c.steps_left), tokens(c.tokens), canvas(c.canvas);
-    Dev<float> scores(c.scores), thr(c.thresholds), fac(c.factors), pt(c.ptemps);
+    Dev<float> scores(c.scores), thr(c.thresholds), fac(c.factors), pt(c.ptemps), eb(c.ebounds);
     Dev<uint8_t> elig(c.elig), reveal(std::vector<uint8_t>(c.rows, 9));
     Dev<uint64_t> seeds(c.seeds);
     Dev<uint32_t> steps(c.steps);
@@ -173,6 +177,7 @@ TEST_CASE("CUDA dds_reveal matches the CPU oracle (mixed policies, ties, canvas,
     a.thresholds = thr.p;
     a.factors = fac.p;
     a.position_temperatures = pt.p;
+    a.entropy_bounds = eb.p;
     a.seeds = seeds.p;
     a.steps = steps.p;
     a.canvas = canvas.p;
@@ -216,5 +221,24 @@ TEST_CASE("CUDA dds_reveal matches the CPU oracle (mixed policies, ties, canvas,
     cudaStreamDestroy(st);
   }
   dds_destroy(cpu);
+  dds_destroy(gpu);
+}
+
+TEST_CASE("CUDA backend: allowed_token_masks is refused with DDS_ERR_UNSUPPORTED (CPU only)") {
+  dds_sampler* gpu = make(DDS_BACKEND_CUDA, 64);
+  std::vector<float> logits(64, 0.f);
+  std::vector<int32_t> masks(2, -1);
+  Dev<float> dl(logits);
+  Dev<int32_t> dm(masks), tok(std::vector<int32_t>(1, 0));
+  dds_sample_args a;
+  dds_sample_args_init(&a, sizeof a);
+  a.num_rows = 1;
+  a.logits = dl.p;
+  a.tokens = tok.p;
+  a.allowed_token_masks = dm.p;
+  CHECK(dds_sample(gpu, &a, nullptr) == DDS_ERR_UNSUPPORTED);
+  CHECK(std::strstr(dds_last_error(), "allowed_token_masks") != nullptr);
+  a.allowed_token_masks = nullptr;
+  CHECK(dds_sample(gpu, &a, nullptr) == DDS_OK);
   dds_destroy(gpu);
 }

@@ -831,11 +831,15 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
                           {2048, 300, DDS_DTYPE_BF16, DDS_STATS_PROCESSED},
                           {5000, 40, DDS_DTYPE_BF16, DDS_STATS_PROCESSED},
                           {40000, 22, DDS_DTYPE_F32, DDS_STATS_PROCESSED},
-                          {17000, 1030, DDS_DTYPE_F16, DDS_STATS_GUIDED}};
+                          {17000, 1030, DDS_DTYPE_F16, DDS_STATS_GUIDED},
+                          {151936, 8, DDS_DTYPE_BF16, DDS_STATS_GUIDED},
+                          {262144, 8, DDS_DTYPE_F32, DDS_STATS_PROCESSED}};
+  // (split=1 is refused above kSplitMaxRows rows: the 1030-row shape keeps the warp finish)
   const char* plans[] = {"cta=0", "cta=1", "small_plain=0", "small_plain=0,fuse=1",
                          "small_plain=0,fuse=0", "small_filter=0", "exact_all=1", "top2=0",
                          "top2=1", "fbpw=1", "fbpw=3", "bpw=1", "bpw=4", "cf_wpc=1",
-                         "smem_row=0", "filter_grid=1", "direct=1"};
+                         "smem_row=0", "filter_grid=1", "split=0", "split=1",
+                         "split=1,top2=0", "small_filter=0,split=1", "direct=1"};
   for (const Shape& sh : shapes) {
     Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 900 + sh.V, sh.stats, true);
     dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, sh.V, sh.rows, pb.R);

@@ -140,3 +140,50 @@ def sample(logits: np.ndarray, row_offsets: Optional[Sequence[int]] = None,
             pos = positions[i] if positions is not None else i - offs[r]
             toks[i] = sample_row(logits[i], pos=int(pos), **kw)[0]
     return toks
+
+
+def chi2_sf(x: float, df: int) -> float:
+    """P(X >= x) for X ~ chi-square(df): the regularised upper incomplete gamma Q(df/2, x/2)
+    (series below a + 1, Lentz continued fraction above), for p-values without scipy."""
+    a, z = 0.5 * df, 0.5 * x
+    if z <= 0:
+        return 1.0
+    lg = a * math.log(z) - z - math.lgamma(a)
+    if z < a + 1:
+        term = total = 1.0 / a
+        n = a
+        while abs(term) > 1e-15 * abs(total):
+            n += 1
+            term *= z / n
+            total += term
+        return max(0.0, 1.0 - total * math.exp(lg))
+    tiny = 1e-300
+    b = z + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h * math.exp(lg)
+
+
+def chi2_test(counts, probs) -> tuple:
+    """(statistic, df, p-value) of observed counts against exact probabilities (cells with
+    probability 0 must have no counts)."""
+    counts = np.asarray(counts, np.float64)
+    probs = np.asarray(probs, np.float64)
+    assert counts[probs == 0].sum() == 0, "draws outside the support"
+    keep = probs > 0
+    n = counts.sum()
+    exp = n * probs[keep]
+    stat = float(((counts[keep] - exp) ** 2 / exp).sum())
+    df = int(keep.sum()) - 1
+    return stat, df, chi2_sf(stat, df)

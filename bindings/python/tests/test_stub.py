@@ -5,6 +5,8 @@ function and constant of the module is declared."""
 import ast
 import os
 
+import numpy as np
+
 import dds
 from dds import _dds
 
@@ -55,3 +57,25 @@ def test_module_functions_and_constants_are_declared():
         elif callable(v) and name.startswith("dds_") and name not in declared:
             undeclared.append(name)
     assert not undeclared, f"in dds._dds but not declared in _dds.pyi: {undeclared}"
+
+
+def test_argument_struct_fields_are_declared():
+    """Every field of the public argument structs (as the SWIG proxies expose them) is declared
+    in the stub, so that fields appended to include/dds/dds.h reach the stub too."""
+    tree = _stub()
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    undeclared = []
+    for name in ("dds_sampler_config", "dds_sample_args", "dds_stash_args", "dds_reveal_args",
+                 "dds_verify_args"):
+        cls = getattr(_dds, name)
+        fields = {k for k, v in vars(cls).items() if isinstance(v, property)}
+        fields -= {"this", "thisown", "struct_size"}
+        declared = {i.target.id for i in classes[name].body if isinstance(i, ast.AnnAssign)}
+        undeclared += [f"{name}.{f}" for f in sorted(fields - declared)]
+    assert not undeclared, f"fields of dds._dds structs not declared in _dds.pyi: {undeclared}"
+    for field in ("allowed_token_masks", "allowed_mask_stride"):
+        for name in ("dds_sample_args", "dds_stash_args", "dds_verify_args"):
+            assert hasattr(getattr(_dds, name)(), field)
+    assert _dds.dds_reveal_args().entropy_bound == np.float32(0.1)
+    assert _dds.DDS_REVEAL_ENTROPY_BOUND == 4
+    assert _dds.DDS_REQ_BAD_ENTROPY_BOUND == 8192

@@ -554,6 +554,64 @@ def vector(value: Any, name: str, ctx: CallContext, dtype: str, length: Optional
     return arr_info.ptr, arr_info
 
 
+def allowed_masks(value: Any, ctx: CallContext, num_requests: int,
+                  vocab_size: int) -> Tuple[int, int]:
+    """The `allowed_token_masks` keyword: packed bitmasks, 32 token ids per int32 word (bit
+    t % 32 of word t // 32; xgrammar's layout), as [num_requests, words] or, for one request,
+    [words], with words >= ceil(vocab_size / 32); int32 (uint32 on the host is taken bit for
+    bit). Host data is copied to the device on cuda. Returns (pointer, allowed_mask_stride)."""
+    name = "allowed_token_masks"
+    words = (vocab_size + 31) // 32
+    info = describe(value, name) if not is_host_sequence(value) else None
+    if info is None or info.on_host:
+        if info is None and not is_host_sequence(value):
+            raise TypeError(f"{name}: expected an int32 array [num_requests, words] or a list, "
+                            f"got {type(value).__name__}")
+        if info is not None and info.lib == "numpy" and info.dtype == "uint32":
+            host = np.ascontiguousarray(value).view(np.int32)
+        else:
+            host = np.ascontiguousarray(host_convert(value, name, "int32"))
+        if host.ndim == 1:
+            host = host.reshape(1, -1)
+        if host.ndim != 2:
+            raise ValueError(f"{name}: expected shape [num_requests, words] or [words], got "
+                             f"{host.shape}")
+        if ctx.backend == "cpu":
+            info = _describe_numpy(host, name)
+        else:
+            dev = ctx.upload(host.reshape(-1))
+            ctx.keep.append(dev)
+            dinfo = describe(dev, name)
+            assert dinfo is not None
+            info = ArrayInfo(dinfo.ptr, host.shape, (host.shape[1], 1), "int32", dinfo.device,
+                             dinfo.lib, dev)
+    else:
+        check_device(info, name, ctx)
+        if info.dtype != "int32":
+            raise TypeError(f"{name}: device array dtype must be int32, got {info.dtype}")
+        if len(info.shape) == 1:
+            info = ArrayInfo(info.ptr, (1, info.shape[0]), (info.shape[0], info.strides[0]),
+                             info.dtype, info.device, info.lib, info.obj)
+        if len(info.shape) != 2:
+            raise ValueError(f"{name}: expected shape [num_requests, words] or [words], got "
+                             f"{info.shape}")
+    rows, cols = info.shape
+    if rows != num_requests:
+        raise ValueError(f"{name}: has {rows} rows, expected num_requests = {num_requests}")
+    if cols < words:
+        raise ValueError(f"{name}: has {cols} words per request, expected >= ceil(vocab_size / "
+                         f"32) = {words}")
+    if cols > 1 and info.strides[1] != 1:
+        raise ValueError(f"{name}: words must be contiguous (column stride 1), got strides "
+                         f"{info.strides}")
+    stride = info.strides[0] if rows > 1 else cols
+    if stride < cols:
+        raise ValueError(f"{name}: row stride {stride} words is smaller than the row length "
+                         f"{cols}")
+    ctx.keep.append(info.obj)  # alive until the call is queued
+    return info.ptr, stride
+
+
 def out_vector(value: Any, name: str, ctx: CallContext, dtype: str, length: int,
                alt_dtypes: Sequence[str] = ()) -> ArrayInfo:
     """A caller-given output vector: right memory, dtype, length, contiguous; never converted."""

@@ -68,6 +68,8 @@ class dds_sample_args(_Struct):
     probs_dtype: int
     probs_row_stride: int
     request_status: int
+    allowed_token_masks: int
+    allowed_mask_stride: int
     def __init__(self) -> None: ...
     def reset(self) -> None: ...  # back to the dds_sample_args_init defaults
 
@@ -94,12 +96,75 @@ class dds_stash_args(_Struct):
     out_logprobs: int
     out_ranks: int
     request_status: int
+    allowed_token_masks: int
+    allowed_mask_stride: int
     def __init__(self) -> None: ...
 
 class dds_reveal_args(_Struct):
+    num_rows: int
+    num_requests: int
+    row_offsets: int
+    positions: int
+    scores: int
+    eligible: int
+    policies: int
+    policy: int
+    counts: int
+    count: int
+    steps_left: int
+    thresholds: int
+    threshold: float
+    factors: int
+    factor: float
+    position_temperatures: int
+    position_temperature: float
+    seeds: int
+    seed: int
+    steps: int
+    step: int
+    canvas: int
+    canvas_stride: int
+    canvas_length: int
+    tokens: int
+    mask_token: int
+    eos_token: int
+    reveal: int
+    num_revealed: int
+    finished: int
+    request_status: int
+    entropy_bounds: int
+    entropy_bound: float
     def __init__(self) -> None: ...
 
 class dds_verify_args(_Struct):
+    num_requests: int
+    num_drafts: int
+    draft_counts: int
+    draft_tokens: int
+    draft_logits: int
+    draft_row_stride: int
+    target_logits: int
+    target_row_stride: int
+    dtype: int
+    temperatures: int
+    temperature: float
+    top_ks: int
+    top_k: int
+    top_ps: int
+    top_p: float
+    min_ps: int
+    min_p: float
+    seeds: int
+    seed: int
+    steps: int
+    step: int
+    banned_token: int
+    accepted_counts: int
+    out_tokens: int
+    out_logprobs: int
+    request_status: int
+    allowed_token_masks: int
+    allowed_mask_stride: int
     def __init__(self) -> None: ...
 
 class dds_shard_args(_Struct):
@@ -196,6 +261,7 @@ DDS_REQ_BAD_POSITION: int
 DDS_REQ_TOO_MANY_ROWS: int
 DDS_REQ_BAD_ROW_OFFSETS: int
 DDS_REQ_BAD_DRAFT_COUNT: int
+DDS_REQ_BAD_ENTROPY_BOUND: int
 DDS_REQ_BAD_TOKEN_ID: int
 DDS_REQ_BAD_NUM_TOKEN_IDS: int
 DDS_REQ_BAD_REVEAL_PARAM: int
@@ -203,6 +269,7 @@ DDS_REVEAL_TOP_N: int
 DDS_REVEAL_THRESHOLD: int
 DDS_REVEAL_FACTOR: int
 DDS_REVEAL_RANDOM: int
+DDS_REVEAL_ENTROPY_BOUND: int
 DDS_SHARD_MAX_TOP_K: int
 DDS_SHARD_MAX_WORLD_SIZE: int
 DDS_SHARD_MAX_ROUNDS: int

@@ -8,8 +8,8 @@ from typing import Any, Iterable, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from . import _dds
-from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, check_device, describe, host_convert,
-                      is_host_sequence, is_scalar, matrix, out_block, vector)
+from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, allowed_masks, check_device, describe,
+                      host_convert, is_host_sequence, is_scalar, matrix, out_block, vector)
 from ._sample import LOGIT_DTYPES as _LOGIT_DTYPES
 from ._sample import check_float as _check_float
 from ._sample import check_int as _check_int
@@ -44,7 +44,7 @@ class VerifyResult(NamedTuple):
 
 REVEAL_OUTPUTS = ("reveal", "num_revealed", "finished", "request_status")
 VERIFY_OUTPUTS = ("accepted_counts", "tokens", "logprobs", "request_status")
-REVEAL_POLICIES = {"top_n": 0, "threshold": 1, "factor": 2, "random": 3}
+REVEAL_POLICIES = {"top_n": 0, "threshold": 1, "factor": 2, "random": 3, "entropy_bound": 4}
 
 
 class DecodeCalls:
@@ -60,6 +60,7 @@ class DecodeCalls:
                steps_left: Union[None, int, ArrayLike] = None,
                threshold: Union[Scalar, ArrayLike] = 0.9,
                factor: Union[Scalar, ArrayLike] = 1.0,
+               entropy_bound: Union[Scalar, ArrayLike] = 0.1,
                position_temperature: Union[Scalar, ArrayLike] = 0.0,
                seed: Union[int, ArrayLike] = 0,
                step: Union[int, ArrayLike] = 0,
@@ -77,8 +78,9 @@ class DecodeCalls:
 
         `scores` is one float32 per row (e.g. SampleResult.confidence), rows packed per request
         as in sample(). policy: "top_n" (count, or ceil(eligible / steps_left) when count <= 0),
-        "threshold", "factor" (Fast-dLLM) or "random", per request as a name / int or an int32
-        array. With `canvas` ([num_requests, >= canvas_length] int32, written in place) and
+        "threshold", "factor" (Fast-dLLM), "random" or "entropy_bound" (EB-sampler: `scores`
+        are entropies, lower first; the longest prefix whose entropies less the largest sum to
+        <= entropy_bound), per request as a name / int or an int32 array. With `canvas` ([num_requests, >= canvas_length] int32, written in place) and
         `tokens` ([num_rows] int32) the revealed tokens are written at their positions and the
         EOS rule (eos_token >= 0, mask_token) sets `finished`. The `reveal` output ([num_rows]
         uint8) is always produced.
@@ -92,8 +94,9 @@ class DecodeCalls:
         eligible : array of num_rows uint8 / bool, optional
             Rows that may be revealed (None: all).
         policy : str, int or array
-            "top_n", "threshold", "factor" or "random", per request or for all.
-        count, steps_left, threshold, factor, position_temperature, seed, step : scalar or array
+            "top_n", "threshold", "factor", "random" or "entropy_bound", per request or for
+            all.
+        count, steps_left, threshold, factor, entropy_bound, position_temperature, seed, step : scalar or array
             The policies' per-request values (docs/decoding.md).
         canvas : array [num_requests, canvas_length] int32, optional
             Written in place with `tokens` at the revealed positions.
@@ -146,7 +149,7 @@ class DecodeCalls:
                 raise ValueError(f"policy: unknown policy {e.args[0]!r}; choose from "
                                  f"{tuple(REVEAL_POLICIES)}") from None
         self._request_param(a, policy, "policy", "policies", "policy", "int32", ctx, R,
-                            lambda v, n: _check_int(v, n, 0, 3), default=0)
+                            lambda v, n: _check_int(v, n, 0, 4), default=0)
         self._request_param(a, count, "count", "counts", "count", "int32", ctx, R,
                             lambda v, n: _check_int(v, n, -(2 ** 31), 2 ** 31 - 1), default=1)
         if steps_left is not None:
@@ -158,6 +161,8 @@ class DecodeCalls:
                             ctx, R, _check_float)
         self._request_param(a, factor, "factor", "factors", "factor", "float32", ctx, R,
                             _check_float, default=1.0)
+        self._request_param(a, entropy_bound, "entropy_bound", "entropy_bounds",
+                            "entropy_bound", "float32", ctx, R, _check_float, default=0.1)
         self._request_param(a, position_temperature, "position_temperature",
                             "position_temperatures", "position_temperature", "float32", ctx, R,
                             _check_float, default=0.0)
@@ -247,7 +252,8 @@ class DecodeCalls:
                       out_tokens: Optional[ArrayLike] = None,
                       out_logprobs: Optional[ArrayLike] = None,
                       out_request_status: Optional[ArrayLike] = None,
-                      stream: Any = None) -> VerifyResult:
+                      stream: Any = None,
+                      allowed_token_masks: Optional[ArrayLike] = None) -> VerifyResult:
         """Exact speculative verification (dds_verify_drafts; docs/decoding.md).
 
         draft_tokens: [num_requests, n] int32 (n = drafts per request); draft_logits:
@@ -268,6 +274,8 @@ class DecodeCalls:
             Per-request values as in sample().
         banned_token : int, optional
             As in sample().
+        allowed_token_masks : int32 array [num_requests, words] or [words], optional
+            As in sample(); a request's mask applies to its draft and target rows.
         dtype : str, optional
             The logits' dtype for raw 16-bit words.
         outputs : iterable of str
@@ -346,6 +354,9 @@ class DecodeCalls:
                             lambda v, nm: _check_int(v, nm, 0, 2 ** 32 - 1), ("int32",), 0)
         a.banned_token = _check_int(-1 if banned_token is None else banned_token,
                                     "banned_token", -1, self.vocab_size - 1)
+        if allowed_token_masks is not None:
+            a.allowed_token_masks, a.allowed_mask_stride = allowed_masks(
+                allowed_token_masks, ctx, max(R, 1), self.vocab_size)
         wanted = self._wanted(outputs, VERIFY_OUTPUTS)
         wanted.update(("accepted_counts", "tokens"))
         res: dict = {}

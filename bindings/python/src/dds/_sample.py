@@ -16,8 +16,8 @@ import numbers
 from typing import Any, Dict, Optional, Tuple
 
 from . import _dds
-from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, describe, dtype_name, matrix,
-                      out_vector_ptr, vector)
+from ._arrays import (DTYPE_CODES, ArrayInfo, CallContext, allowed_masks, describe,
+                      dtype_name, matrix, out_vector_ptr, vector)
 
 SAMPLE_OUTPUTS = ("tokens", "logprobs", "argmax", "confidence", "margin", "entropy", "probs",
                   "request_status")
@@ -174,6 +174,10 @@ def build_sample_args(sampler: Any, shard_cols: Optional[int], logits: Any, kw: 
     banned_token = kw["banned_token"]
     if banned_token is not None and not (banned_token.__class__ is int and banned_token == -1):
         a.banned_token = check_int(banned_token, "banned_token", -1, sampler.vocab_size - 1)
+    masks = kw["allowed_token_masks"]
+    if masks is not None:
+        a.allowed_token_masks, a.allowed_mask_stride = allowed_masks(masks, ctx, R,
+                                                                     sampler.vocab_size)
     stats = kw["stats"]
     if isinstance(stats, str):
         code = _STATS.get(stats.lower())

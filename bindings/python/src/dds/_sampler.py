@@ -18,6 +18,7 @@ from ._arrays import (
     ArrayInfo,
     CallContext,
     alloc_lib_for,
+    allowed_masks,
     check_device,
     describe,
     host_convert,
@@ -306,7 +307,8 @@ class Sampler(DecodeCalls):
                out_entropy: Optional[ArrayLike] = None,
                out_probs: Optional[ArrayLike] = None,
                out_request_status: Optional[ArrayLike] = None,
-               stream: Any = None) -> SampleResult:
+               stream: Any = None,
+               allowed_token_masks: Optional[ArrayLike] = None) -> SampleResult:
         """One sampling step over every row of `logits` (dds_sample; docs/sampling.md).
 
         Parameters
@@ -347,6 +349,10 @@ class Sampler(DecodeCalls):
         stream : int, torch.cuda.Stream or cupy.cuda.Stream, optional
             CUDA stream of the call; None: the current stream of the logits' library. Must be
             None on the cpu backend.
+        allowed_token_masks : int32 array [num_requests, words] or [words], optional
+            Allowed token sets as packed bitmasks (xgrammar's layout: token t is allowed when
+            bit t % 32 of word t // 32 is set; words >= ceil(vocab_size / 32)). A disallowed
+            token is treated as -inf, like banned_token. None: every token allowed.
 
         Returns
         -------
@@ -366,7 +372,8 @@ class Sampler(DecodeCalls):
                 self, logits, row_offsets, positions, uncond_logits, uncond_row_offsets,
                 guidance_scale, temperature, top_k, top_p, min_p, seed, step, banned_token,
                 stats, outputs, dtype, probs_dtype, out_tokens, out_logprobs, out_argmax,
-                out_confidence, out_margin, out_entropy, out_probs, out_request_status, stream)
+                out_confidence, out_margin, out_entropy, out_probs, out_request_status, stream,
+                allowed_token_masks)
         return self._sample_kw(logits, locals())
 
     def _sample_kw(self, logits: ArrayLike, kw: Dict[str, Any]) -> SampleResult:
@@ -456,7 +463,8 @@ class Sampler(DecodeCalls):
                        out_logprobs: Optional[ArrayLike] = None,
                        out_ranks: Optional[ArrayLike] = None,
                        out_request_status: Optional[ArrayLike] = None,
-                       stream: Any = None) -> StashResult:
+                       stream: Any = None,
+                       allowed_token_masks: Optional[ArrayLike] = None) -> StashResult:
         """Top log-probabilities of converged requests, written per slot (dds_stash_logprobs).
 
         Outputs are [num_slots, rows_per_slot, num_top + 1]. num_top defaults to token_ids'
@@ -492,6 +500,9 @@ class Sampler(DecodeCalls):
             Written in place instead of allocated.
         stream : optional
             CUDA stream as in sample().
+        allowed_token_masks : int32 array [num_requests, words] or [words], optional
+            As in sample(): a disallowed token is -inf like a -inf logit (never in the top-n;
+            value -inf where it is entry 0 or one of the request's ids).
 
         Returns
         -------
@@ -562,6 +573,9 @@ class Sampler(DecodeCalls):
                 raise ValueError("num_token_ids: given without token_ids")
             a.num_token_ids = vector(num_token_ids, "num_token_ids", ctx, "int32", R)[0]
 
+        if allowed_token_masks is not None:
+            a.allowed_token_masks, a.allowed_mask_stride = allowed_masks(
+                allowed_token_masks, ctx, max(R, 1), self.vocab_size)
         if keep is not None:
             a.keep = vector(keep, "keep", ctx, "uint8", R, alt_dtypes=("bool",))[0]
         if slots is not None:

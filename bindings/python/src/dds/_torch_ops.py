@@ -39,7 +39,8 @@ _ARGS = ("SymInt sampler_id, Tensor logits, Tensor? row_offsets, Tensor? positio
          "float guidance_scale, Tensor? guidance_scales, float temperature, Tensor? temperatures, "
          "SymInt top_k, Tensor? top_ks, float top_p, Tensor? top_ps, float min_p, Tensor? min_ps, "
          "SymInt seed, Tensor? seeds, SymInt step, Tensor? steps, SymInt banned_token, "
-         "SymInt stats, SymInt outputs, str? dtype, ScalarType? probs_dtype")
+         "SymInt stats, SymInt outputs, str? dtype, ScalarType? probs_dtype, "
+         "Tensor? allowed_token_masks")
 _NARGS = _ARGS.count(",") + 1
 _OUT_ARGS = ", ".join(f"Tensor({chr(97 + i)}!)? out_{n}" for i, n in enumerate(SAMPLE_OUTPUTS))
 
@@ -52,7 +53,7 @@ def _run(args: Any, outs: Any) -> List[Tensor]:
     (sampler_id, logits, row_offsets, positions, uncond_logits, uncond_row_offsets,
      guidance_scale, guidance_scales, temperature, temperatures, top_k, top_ks, top_p, top_ps,
      min_p, min_ps, seed, seeds, step, steps, banned_token, stats, outputs, dtype,
-     probs_dtype) = args
+     probs_dtype, allowed_token_masks) = args
     s = _sampler.sampler_by_id(sampler_id)
     if seeds is not None and seeds.dtype == torch.int64 and not seeds.is_cuda:
         seeds = seeds.view(torch.uint64)  # host seeds are range-checked as uint64: same bits
@@ -68,6 +69,7 @@ def _run(args: Any, outs: Any) -> List[Tensor]:
         top_p=pick(top_p, top_ps), min_p=pick(min_p, min_ps),
         seed=pick(seed % _U64, seeds), step=pick(step, steps), banned_token=banned_token,
         stats=stats, dtype=dtype, probs_dtype=probs_dtype,
+        allowed_token_masks=allowed_token_masks,
         outputs=tuple(n for i, n in enumerate(SAMPLE_OUTPUTS) if outputs >> i & 1)))
     if outs is not None:
         for n, t in zip(SAMPLE_OUTPUTS, outs):
@@ -140,7 +142,7 @@ def traced_sample(s: Any, logits: Any, row_offsets: Any, positions: Any, uncond_
                   outputs: Any, dtype: Any, probs_dtype: Any, out_tokens: Any,
                   out_logprobs: Any, out_argmax: Any, out_confidence: Any, out_margin: Any,
                   out_entropy: Any, out_probs: Any, out_request_status: Any,
-                  stream: Any) -> Any:
+                  stream: Any, allowed_token_masks: Any = None) -> Any:
     """Sampler.sample while torch.compile traces: the same call as torch.ops.dds.sample."""
     if stream is not None:
         raise ValueError("stream: must be None under torch.compile (the op runs on the current "
@@ -190,7 +192,8 @@ def traced_sample(s: Any, logits: Any, row_offsets: Any, positions: Any, uncond_
             sd, sds, st, sts, -1 if banned_token is None else banned_token, stats)
     dt = None if dtype is None else str(dtype)
     if all(o is None for o in given):
-        lst = torch.ops.dds.sample(*head, mask, dt, probs_dtype)
+        masks = _tensor(allowed_token_masks, torch.int32, dev)
+        lst = torch.ops.dds.sample(*head, mask, dt, probs_dtype, masks)
         res = [None] * len(SAMPLE_OUTPUTS)
         j = 0
         for i in range(len(SAMPLE_OUTPUTS)):
@@ -211,7 +214,8 @@ def traced_sample(s: Any, logits: Any, row_offsets: Any, positions: Any, uncond_
             else:
                 res[i] = logits.new_empty((R if n == "request_status" else rows,),
                                           dtype=_OUT_DTYPES[i])
-    torch.ops.dds.sample_out(*head, 0, dt, probs_dtype, *res)
+    torch.ops.dds.sample_out(*head, 0, dt, probs_dtype,
+                             _tensor(allowed_token_masks, torch.int32, dev), *res)
     return _sampler.SampleResult(*res)
 
 

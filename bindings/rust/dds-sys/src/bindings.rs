@@ -18,6 +18,7 @@ pub const DDS_REQ_BAD_POSITION: u32 = 512;
 pub const DDS_REQ_TOO_MANY_ROWS: u32 = 1024;
 pub const DDS_REQ_BAD_ROW_OFFSETS: u32 = 2048;
 pub const DDS_REQ_BAD_DRAFT_COUNT: u32 = 4096;
+pub const DDS_REQ_BAD_ENTROPY_BOUND: u32 = 8192;
 pub const DDS_REQ_BAD_TOKEN_ID: u32 = 16384;
 pub const DDS_REQ_BAD_NUM_TOKEN_IDS: u32 = 32768;
 pub const DDS_REQ_BAD_REVEAL_PARAM: u32 = 65536;
@@ -374,12 +375,14 @@ pub struct dds_sample_args {
     pub probs_dtype: i32,
     pub probs_row_stride: i64,
     pub request_status: *mut i32,
+    pub allowed_token_masks: *const i32,
+    pub allowed_mask_stride: i64,
 }
 #[test]
 fn bindgen_test_layout_dds_sample_args() {
     assert_eq!(
         ::core::mem::size_of::<dds_sample_args>(),
-        288usize,
+        304usize,
         concat!("Size of: ", stringify!(dds_sample_args))
     );
     assert_eq!(
@@ -1033,6 +1036,40 @@ fn bindgen_test_layout_dds_sample_args() {
         );
     }
     test_field_request_status();
+    fn test_field_allowed_token_masks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_sample_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).allowed_token_masks) as usize - ptr as usize
+            },
+            288usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_sample_args),
+                "::",
+                stringify!(allowed_token_masks)
+            )
+        );
+    }
+    test_field_allowed_token_masks();
+    fn test_field_allowed_mask_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_sample_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).allowed_mask_stride) as usize - ptr as usize
+            },
+            296usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_sample_args),
+                "::",
+                stringify!(allowed_mask_stride)
+            )
+        );
+    }
+    test_field_allowed_mask_stride();
 }
 extern "C" {
     #[doc = " Fills *args with the defaults above and args->struct_size = struct_size (pass sizeof)."]
@@ -1072,12 +1109,14 @@ pub struct dds_stash_args {
     pub out_logprobs: *mut f32,
     pub out_ranks: *mut i32,
     pub request_status: *mut i32,
+    pub allowed_token_masks: *const i32,
+    pub allowed_mask_stride: i64,
 }
 #[test]
 fn bindgen_test_layout_dds_stash_args() {
     assert_eq!(
         ::core::mem::size_of::<dds_stash_args>(),
-        160usize,
+        176usize,
         concat!("Size of: ", stringify!(dds_stash_args))
     );
     assert_eq!(
@@ -1476,6 +1515,40 @@ fn bindgen_test_layout_dds_stash_args() {
         );
     }
     test_field_request_status();
+    fn test_field_allowed_token_masks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_stash_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).allowed_token_masks) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_stash_args),
+                "::",
+                stringify!(allowed_token_masks)
+            )
+        );
+    }
+    test_field_allowed_token_masks();
+    fn test_field_allowed_mask_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_stash_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).allowed_mask_stride) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_stash_args),
+                "::",
+                stringify!(allowed_mask_stride)
+            )
+        );
+    }
+    test_field_allowed_mask_stride();
 }
 extern "C" {
     #[doc = " Fills *args with the defaults above and args->struct_size = struct_size (pass sizeof)."]
@@ -1500,6 +1573,9 @@ impl dds_reveal_policy {
 }
 impl dds_reveal_policy {
     pub const DDS_REVEAL_RANDOM: dds_reveal_policy = dds_reveal_policy(3);
+}
+impl dds_reveal_policy {
+    pub const DDS_REVEAL_ENTROPY_BOUND: dds_reveal_policy = dds_reveal_policy(4);
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -1539,12 +1615,14 @@ pub struct dds_reveal_args {
     pub num_revealed: *mut i32,
     pub finished: *mut i32,
     pub request_status: *mut i32,
+    pub entropy_bounds: *const f32,
+    pub entropy_bound: f32,
 }
 #[test]
 fn bindgen_test_layout_dds_reveal_args() {
     assert_eq!(
         ::core::mem::size_of::<dds_reveal_args>(),
-        240usize,
+        256usize,
         concat!("Size of: ", stringify!(dds_reveal_args))
     );
     assert_eq!(
@@ -2096,6 +2174,40 @@ fn bindgen_test_layout_dds_reveal_args() {
         );
     }
     test_field_request_status();
+    fn test_field_entropy_bounds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_reveal_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).entropy_bounds) as usize - ptr as usize
+            },
+            240usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_reveal_args),
+                "::",
+                stringify!(entropy_bounds)
+            )
+        );
+    }
+    test_field_entropy_bounds();
+    fn test_field_entropy_bound() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_reveal_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).entropy_bound) as usize - ptr as usize
+            },
+            248usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_reveal_args),
+                "::",
+                stringify!(entropy_bound)
+            )
+        );
+    }
+    test_field_entropy_bound();
 }
 extern "C" {
     pub fn dds_reveal_args_init(args: *mut dds_reveal_args, struct_size: usize) -> dds_status;
@@ -2137,12 +2249,14 @@ pub struct dds_verify_args {
     pub out_tokens: *mut i32,
     pub out_logprobs: *mut f32,
     pub request_status: *mut i32,
+    pub allowed_token_masks: *const i32,
+    pub allowed_mask_stride: i64,
 }
 #[test]
 fn bindgen_test_layout_dds_verify_args() {
     assert_eq!(
         ::core::mem::size_of::<dds_verify_args>(),
-        200usize,
+        216usize,
         concat!("Size of: ", stringify!(dds_verify_args))
     );
     assert_eq!(
@@ -2609,6 +2723,40 @@ fn bindgen_test_layout_dds_verify_args() {
         );
     }
     test_field_request_status();
+    fn test_field_allowed_token_masks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_verify_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).allowed_token_masks) as usize - ptr as usize
+            },
+            200usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_verify_args),
+                "::",
+                stringify!(allowed_token_masks)
+            )
+        );
+    }
+    test_field_allowed_token_masks();
+    fn test_field_allowed_mask_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<dds_verify_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).allowed_mask_stride) as usize - ptr as usize
+            },
+            208usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(dds_verify_args),
+                "::",
+                stringify!(allowed_mask_stride)
+            )
+        );
+    }
+    test_field_allowed_mask_stride();
 }
 extern "C" {
     pub fn dds_verify_args_init(args: *mut dds_verify_args, struct_size: usize) -> dds_status;

@@ -45,6 +45,8 @@ pub(crate) enum Need {
     RequestsTimesDrafts,
     /// `num_requests * (num_drafts + 1)` (verify outputs)
     RequestsTimesDraftsPlus1,
+    /// `(num_requests - 1) * allowed_mask_stride + ceil(vocab_size / 32)` (allowed-token masks)
+    AllowedMasks,
 }
 
 /// The sizes of one call that buffer lengths are checked against (`None`: not part of this
@@ -56,6 +58,8 @@ pub(crate) struct Sizes {
     pub num_top: Option<usize>,
     pub stash_out: Option<usize>,
     pub drafts: Option<usize>,
+    /// int32 words the allowed-token masks span ([`mask_words`]).
+    pub mask_words: usize,
 }
 
 /// Checks every buffer of `bufs` against `sizes`.
@@ -83,6 +87,10 @@ pub(crate) fn check_bufs(func: &str, bufs: &Bufs, sizes: &Sizes) -> Result<()> {
                     .checked_mul(sizes.drafts.unwrap_or(0).saturating_add(1))
                     .ok_or_else(overflow)?,
                 "num_requests * (num_drafts + 1)",
+            ),
+            Need::AllowedMasks => (
+                sizes.mask_words,
+                "(num_requests - 1) * allowed_mask_stride + ceil(vocab_size / 32)",
             ),
         };
         check_len(func, b.name, b.len, need, why)?;
@@ -145,6 +153,14 @@ pub(crate) fn matrix_len(func: &str, name: &str, rows: usize, stride: usize, voc
         .checked_mul(stride)
         .and_then(|x| x.checked_add(vocab))
         .ok_or_else(|| Error::invalid(format!("{}: args.{} size overflows usize", func, name)))
+}
+
+/// int32 words that `requests` allowed-token masks span with a stride of `stride` words (0 or
+/// less = ceil(vocab / 32), as the library resolves it).
+pub(crate) fn mask_words(func: &str, requests: usize, stride: i64, vocab: usize) -> Result<usize> {
+    let words = (vocab + 31) / 32;
+    let stride = if stride <= 0 { words } else { stride as usize };
+    matrix_len(func, "allowed_token_masks", requests, stride, words)
 }
 
 pub(crate) fn to_i32(func: &str, name: &str, v: usize) -> Result<i32> {
@@ -485,6 +501,12 @@ impl<'a, S: Space> SampleArgs<'a, S> {
         self.raw.step = step;
         self
     }
+    /// int32 words between requests' [`allowed_token_masks`](SampleArgs::allowed_token_masks)
+    /// (default 0 = ceil(vocab_size / 32)).
+    pub fn allowed_mask_stride(mut self, words: usize) -> Self {
+        self.raw.allowed_mask_stride = words.min(i64::MAX as usize) as i64;
+        self
+    }
     /// A token id never sampled nor counted (the mask token); -1 = none (the default).
     pub fn banned_token(mut self, token: i32) -> Self {
         self.raw.banned_token = token;
@@ -574,7 +596,8 @@ impl<'a, S: Space> SampleArgs<'a, S> {
             )?;
         }
         raw.probs_row_stride = to_i64(func, "probs_row_stride", self.probs_row_stride)?;
-        check_bufs(func, &self.bufs, &Sizes { rows, requests, ..Sizes::default() })?;
+        let mask_words = mask_words(func, requests, raw.allowed_mask_stride, vocab)?;
+        check_bufs(func, &self.bufs, &Sizes { rows, requests, mask_words, ..Sizes::default() })?;
         Ok(raw)
     }
 }
@@ -637,6 +660,10 @@ buffer_setters! { SampleArgs;
         seeds: u64 => Requests,
         /// `[num_requests]` denoising steps.
         steps: u32 => Requests,
+        /// `[num_requests, allowed_mask_stride]` allowed-token bitmasks: token t of request r is
+        /// allowed when bit t % 32 of word t / 32 is set (xgrammar's layout); a disallowed token
+        /// is -inf, like the banned token (default: every token allowed).
+        allowed_token_masks: i32 => AllowedMasks,
     }
     outputs {
         /// Output `[num_rows]`: the sampled token ids.

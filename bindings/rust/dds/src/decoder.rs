@@ -1,7 +1,7 @@
 //! Decoder primitives: `RevealArgs` (`dds_reveal`: which positions to commit this step) and
 //! `VerifyArgs` (`dds_verify_drafts`: exact speculative verification). See docs/decoding.md.
-use crate::args::{buffer_setters, check_bufs, check_len, matrix_len, requests_of, to_i32, to_i64,
-                  Bufs, Device, Host, Logits, Need, Sizes, Space};
+use crate::args::{buffer_setters, check_bufs, check_len, mask_words, matrix_len, requests_of, to_i32,
+                  to_i64, Bufs, Device, Host, Logits, Need, Sizes, Space};
 use crate::device::DevicePtrMut;
 use crate::error::{Error, Result};
 use crate::{sys, Dtype};
@@ -19,6 +19,9 @@ pub enum RevealPolicy {
     Factor,
     /// `n` eligible rows uniformly at random (counter-based noise).
     Random,
+    /// EB-sampler: scores are entropies (lower first); the longest prefix whose entropies, less
+    /// the largest, sum to at most the request's entropy bound (at least one row).
+    EntropyBound,
 }
 
 impl RevealPolicy {
@@ -29,6 +32,7 @@ impl RevealPolicy {
             RevealPolicy::Threshold => sys::dds_reveal_policy::DDS_REVEAL_THRESHOLD,
             RevealPolicy::Factor => sys::dds_reveal_policy::DDS_REVEAL_FACTOR,
             RevealPolicy::Random => sys::dds_reveal_policy::DDS_REVEAL_RANDOM,
+            RevealPolicy::EntropyBound => sys::dds_reveal_policy::DDS_REVEAL_ENTROPY_BOUND,
         };
         v.0 as i32
     }
@@ -99,6 +103,11 @@ impl<'a, S: Space> RevealArgs<'a, S> {
     /// Default factor f (1).
     pub fn factor(mut self, f: f32) -> Self {
         self.raw.factor = f;
+        self
+    }
+    /// Default entropy bound of [`RevealPolicy::EntropyBound`] (0.1 nats).
+    pub fn entropy_bound(mut self, bound: f32) -> Self {
+        self.raw.entropy_bound = bound;
         self
     }
     /// Default position temperature (0 = off): TopN ranks by score / tau + Gumbel noise.
@@ -202,6 +211,8 @@ buffer_setters! { RevealArgs;
         thresholds: f32 => Requests,
         /// `[num_requests]` factors.
         factors: f32 => Requests,
+        /// `[num_requests]` entropy bounds ([`RevealPolicy::EntropyBound`]).
+        entropy_bounds: f32 => Requests,
         /// `[num_requests]` position temperatures.
         position_temperatures: f32 => Requests,
         /// `[num_requests]` seeds.
@@ -319,6 +330,11 @@ impl<'a, S: Space> VerifyArgs<'a, S> {
         self.raw.banned_token = t;
         self
     }
+    /// int32 words between requests' allowed-token masks (default 0 = ceil(vocab_size / 32)).
+    pub fn allowed_mask_stride(mut self, words: usize) -> Self {
+        self.raw.allowed_mask_stride = words.min(i64::MAX as usize) as i64;
+        self
+    }
 
     pub(crate) fn finish(&self, func: &str, vocab: usize) -> Result<sys::dds_verify_args> {
         if let Some(b) = &self.bad {
@@ -357,7 +373,8 @@ impl<'a, S: Space> VerifyArgs<'a, S> {
             )?;
         }
         raw.draft_row_stride = to_i64(func, "draft_row_stride", self.draft_stride)?;
-        let sizes = Sizes { rows: 0, requests: r, drafts: Some(n), ..Sizes::default() };
+        let mask_words = mask_words(func, r, raw.allowed_mask_stride, vocab)?;
+        let sizes = Sizes { rows: 0, requests: r, drafts: Some(n), mask_words, ..Sizes::default() };
         check_bufs(func, &self.bufs, &sizes)?;
         Ok(raw)
     }
@@ -407,6 +424,9 @@ buffer_setters! { VerifyArgs;
         seeds: u64 => Requests,
         /// `[num_requests]` steps.
         steps: u32 => Requests,
+        /// `[num_requests, allowed_mask_stride]` allowed-token bitmasks as in
+        /// [`SampleArgs`](crate::SampleArgs), applied to each request's draft and target rows.
+        allowed_token_masks: i32 => AllowedMasks,
     }
     outputs {
         /// Output `[num_requests]` (required): accepted drafts per request.

@@ -161,6 +161,8 @@ pub mod request_status {
     pub const BAD_ROW_OFFSETS: i32 = sys::DDS_REQ_BAD_ROW_OFFSETS as i32;
     /// Verify: draft count outside `[0, num_drafts]`: clamped.
     pub const BAD_DRAFT_COUNT: i32 = sys::DDS_REQ_BAD_DRAFT_COUNT as i32;
+    /// Reveal ENTROPY_BOUND: a NaN or negative entropy bound; 0 used.
+    pub const BAD_ENTROPY_BOUND: i32 = sys::DDS_REQ_BAD_ENTROPY_BOUND as i32;
     /// Stash / verify: an input token id outside `[0, vocab_size)` (stash: written as given with
     /// value -inf, rank 0; verify: the draft is rejected).
     pub const BAD_TOKEN_ID: i32 = sys::DDS_REQ_BAD_TOKEN_ID as i32;

@@ -1,6 +1,6 @@
 //! `StashArgs`: the builder of `dds_stash_args`.
-use crate::args::{buffer_setters, check_bufs, check_len, matrix_len, requests_of, to_i32, to_i64,
-                  Bufs, Device, Host, Logits, Sizes, Space};
+use crate::args::{buffer_setters, check_bufs, check_len, mask_words, matrix_len, requests_of, to_i32,
+                  to_i64, Bufs, Device, Host, Logits, Sizes, Space};
 use crate::error::{Error, Result};
 use crate::{sys, Dtype};
 use std::marker::PhantomData;
@@ -108,6 +108,11 @@ impl<'a, S: Space> StashArgs<'a, S> {
         };
         self
     }
+    /// int32 words between requests' allowed-token masks (default 0 = ceil(vocab_size / 32)).
+    pub fn allowed_mask_stride(mut self, words: usize) -> Self {
+        self.raw.allowed_mask_stride = words.min(i64::MAX as usize) as i64;
+        self
+    }
     /// Output layout: `num_slots` slots of `rows_per_slot` rows (both required, >= 1).
     pub fn layout(mut self, num_slots: usize, rows_per_slot: usize) -> Self {
         self.num_slots = num_slots;
@@ -148,6 +153,7 @@ impl<'a, S: Space> StashArgs<'a, S> {
             num_top: Some(self.num_top),
             stash_out: Some(out_len),
             drafts: None,
+            mask_words: mask_words(func, requests, raw.allowed_mask_stride, vocab)?,
         };
         check_bufs(func, &self.bufs, &sizes)?;
         Ok(raw)
@@ -195,6 +201,9 @@ buffer_setters! { StashArgs;
         token_ids: i32 => RequestsTimesTop,
         /// `[num_requests]` ids used per request, 0..=num_top (default with `token_ids`: num_top).
         num_token_ids: i32 => Requests,
+        /// `[num_requests, allowed_mask_stride]` allowed-token bitmasks as in
+        /// [`SampleArgs`](crate::SampleArgs): a disallowed token is -inf.
+        allowed_token_masks: i32 => AllowedMasks,
     }
     outputs {
         /// Output `[num_slots, rows_per_slot, num_top + 1]`: token ids.

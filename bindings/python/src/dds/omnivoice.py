@@ -1,0 +1,283 @@
+"""An OmniVoice diffusion-sampler resource on dds: `OmniVoiceSampler.sample(request_ids, c_logits,
+u_logits, seq_lens, iterations) -> (tokens, logprobs)`.
+
+The contract is that of mstar's `DiffusionSamplerResource` for OmniVoice (audio codes, C = 8
+codebooks x T frames, V = 1025 with the mask token as the forbidden class):
+
+- `c_logits` / `u_logits` are `[rows, positions, vocab]`: `rows` = the C codebooks, every
+  request's T frames concatenated along `positions` (`seq_lens[r]` frames for request r).
+- Per request (set by `ingest_request`): guidance scale g, temperature T, top ratio (default
+  0.1: the ceil(0.1 * V) most likely classes are kept) and seed; per call: the request's
+  diffusion iteration.
+- Scores: OmniVoice's classifier-free guidance `log_softmax((1 + g) log_softmax(c) - g
+  log_softmax(u))` (plain `log_softmax(c)` where g = 0), the forbidden class set to -inf; with
+  T > 0 the top-ratio classes are kept and a token drawn by Gumbel-max at temperature T, with
+  T <= 0 the argmax. Returned: the tokens `[rows, positions]` (int64) and the guided
+  log-probability of each token `[rows, positions]` (float32), what a confidence reveal ranks by.
+  The confidence ranking, the layer penalty and the position temperature stay with the caller
+  (`examples/python/omnivoice_loop.py` does them with `Sampler.reveal`).
+
+One `dds_sample` call serves the whole batch, guided and unguided requests together: every
+(codebook, request) pair is one dds request over the rows `[c, s_r, s_r + T_r)` of the
+flattened `[rows * positions, vocab]` logits, with `positions` = the request's canvas cell
+`c * T_r + t` (so a request's draws depend only on its seed, iteration and cells, never on the
+batch), and `uncond_row_offsets = -1` for an unguided request: it needs no unconditional rows
+(`u_logits` may carry positions for the guided requests only) and dds reads none.
+
+Why dds's guidance gives OmniVoice's distribution. dds guides raw logits, `l = c + g (c - u)`
+(docs/sampling.md §2). With `log_softmax(x) = x - LSE(x)` (LSE = log-sum-exp over the row),
+
+    (1 + g) log_softmax(c) - g log_softmax(u) = (1 + g) c - g u - [(1 + g) LSE(c) - g LSE(u)]
+                                              = c + g (c - u) - K,
+
+where K = (1 + g) LSE(c) - g LSE(u) is one constant per row. log_softmax is invariant under a
+per-row constant, so OmniVoice's guided log-probabilities are exactly `log_softmax(l)`: the same
+distribution, the same order of classes (hence the same top-k set and argmax), and, since
+`(x - K) / T = x / T - K / T`, the same softmax at every temperature. Gumbel-max on
+`x / T` samples `softmax(x / T)` whatever constant x carries. So the dds call needs no
+log_softmax of c or u at all; the two agree up to float32 rounding of the logits (a -inf in u
+where c is finite makes OmniVoice's form NaN; dds takes the column as -inf).
+`tests/test_omnivoice.py` checks the identity in float64 and dds's samples against the
+float64 OmniVoice form by chi-square.
+
+The returned log-probability. dds's guided statistics (`stats="guided"`) give `l_tok -
+LSE'(l)`, normalised over the classes other than the forbidden one; OmniVoice normalises first
+and forbids after, over all V classes: `l_tok - LSE(l)`. With `LSE(l) = LSE'(l) + log1p(exp(l_m
+- LSE'(l)))` (m the forbidden class) and `LSE'(l) = l_tok - logprob_dds`, the adapter turns one
+into the other from two gathered columns (the token's and the forbidden class's logits): no
+extra pass over the vocabulary.
+
+Arrays: numpy on the CPU backend, torch tensors (host or CUDA) on the matching backend. The
+per-request values go to dds as host lists (copied to the device on CUDA): this adapter is not
+meant to be captured in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ._sampler import Sampler
+
+
+@dataclass
+class RequestConfig:
+    """Per-request knobs (mstar's DiffusionSamplingReqConfig)."""
+
+    guidance_scale: float = 0.0
+    temperature: float = 0.0
+    top_ratio: float = 0.1
+    seed: int = 0
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+class OmniVoiceSampler:
+    """mstar's DiffusionSamplerResource contract for OmniVoice, on one dds.Sampler.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Classes per cell (OmniVoice: 1025, the last one the mask token).
+    num_rows : int
+        Rows of the logits (OmniVoice: 8 codebooks).
+    forbidden_class : int or None
+        The class never drawn (the mask token), or None.
+    backend, device : str, int
+        The dds backend ("cpu" for numpy / CPU tensors, "cuda" for CUDA tensors) and device.
+    max_positions, max_requests : int
+        Capacities: positions (sum of seq_lens) and requests of one call.
+    """
+
+    def __init__(self, vocab_size: int = 1025, num_rows: int = 8,
+                 forbidden_class: Optional[int] = 1024, *, backend: str = "cpu", device: int = 0,
+                 max_positions: int = 4096, max_requests: int = 64) -> None:
+        if num_rows < 1:
+            raise ValueError(f"num_rows: must be >= 1, got {num_rows}")
+        if forbidden_class is not None and not 0 <= forbidden_class < vocab_size:
+            raise ValueError(f"forbidden_class: {forbidden_class} is outside [0, {vocab_size})")
+        self.vocab_size = vocab_size
+        self.num_rows = num_rows
+        self.forbidden_class = forbidden_class
+        self.sampler = Sampler(vocab_size, backend=backend, device=device,
+                               max_rows=num_rows * max_positions,
+                               max_requests=num_rows * max_requests)
+        self._configs: Dict[Any, RequestConfig] = {}
+
+    def close(self) -> None:
+        self.sampler.close()
+
+    def __enter__(self) -> "OmniVoiceSampler":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- request lifecycle ----------------------------------------------------------------------
+    def ingest_request(self, rid: Any, config: Optional[RequestConfig] = None,
+                       **knobs: Any) -> None:
+        """Register request `rid` with its knobs (a RequestConfig, or its fields as keywords)."""
+        cfg = config or RequestConfig(**knobs)
+        if not math.isfinite(cfg.guidance_scale):
+            raise ValueError(f"guidance_scale: must be finite, got {cfg.guidance_scale}")
+        if not 0.0 < cfg.top_ratio <= 1.0:
+            raise ValueError(f"top_ratio: must be in (0, 1], got {cfg.top_ratio}")
+        self._configs[rid] = cfg
+
+    def remove_request(self, rid: Any) -> None:
+        self._configs.pop(rid, None)
+
+    # -- sampling -------------------------------------------------------------------------------
+    def sample(self, request_ids: Sequence[Any], c_logits: Any, u_logits: Any = None,
+               seq_lens: Optional[Sequence[int]] = None,
+               iterations: Optional[Sequence[int]] = None) -> Tuple[Any, Any]:
+        """Draw a token for every (row, position) cell; return `(tokens, logprobs)`.
+
+        Parameters
+        ----------
+        request_ids : sequence
+            One id per request, in packed order.
+        c_logits : array [rows, positions, vocab]
+            Conditional logits; request r owns positions [s_r, s_r + seq_lens[r]).
+        u_logits : array or None
+            Unconditional logits: `[rows, positions, vocab]` like c_logits (the positions of
+            unguided requests are not read), or `[rows, guided positions, vocab]` holding only
+            the guided requests' positions, in packed order. None when no request is guided.
+        seq_lens : sequence of int, optional
+            Positions per request (None: one request owning every position).
+        iterations : sequence of int, optional
+            Each request's diffusion step (the dds `step`; None: zeros).
+
+        Returns
+        -------
+        tokens : [rows, positions] int64
+        logprobs : [rows, positions] float32, OmniVoice's guided log-probability of the token.
+        """
+        if len(getattr(c_logits, "shape", ())) != 3:
+            raise ValueError(f"c_logits: expected [rows, positions, vocab], got shape "
+                             f"{tuple(getattr(c_logits, 'shape', ()))}")
+        C, P, V = (int(d) for d in c_logits.shape)
+        if C != self.num_rows or V != self.vocab_size:
+            raise ValueError(f"c_logits: shape {(C, P, V)}, but the sampler was made for "
+                             f"{self.num_rows} rows and a vocabulary of {self.vocab_size}")
+        R = len(request_ids)
+        lens = np.asarray([P] if seq_lens is None else list(seq_lens), np.int64)
+        if lens.size != R:
+            raise ValueError(f"seq_lens: {lens.size} lengths for {R} request ids")
+        if np.any(lens < 0) or int(lens.sum()) != P:
+            raise ValueError(f"seq_lens: must be >= 0 and sum to the {P} positions of c_logits, "
+                             f"got {lens.tolist()}")
+        iters = [0] * R if iterations is None else [int(i) for i in iterations]
+        if len(iters) != R:
+            raise ValueError(f"iterations: {len(iters)} values for {R} request ids")
+        cfgs = [self._configs.get(rid, RequestConfig()) for rid in request_ids]
+        g = np.array([c.guidance_scale for c in cfgs], np.float64)
+        guided = g != 0
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+
+        # unconditional rows of the guided requests
+        u_starts = np.full(R, -1, np.int64)
+        Pu = 0
+        if guided.any():
+            if u_logits is None:
+                bad = [rid for rid, gd in zip(request_ids, guided) if gd][0]
+                raise ValueError(f"u_logits: required, request {bad!r} has a guidance scale")
+            if len(u_logits.shape) != 3 or int(u_logits.shape[0]) != C or \
+                    int(u_logits.shape[2]) != V:
+                raise ValueError(f"u_logits: expected [{C}, positions, {V}], got "
+                                 f"{tuple(u_logits.shape)}")
+            Pu = int(u_logits.shape[1])
+            compact = np.concatenate([[0], np.cumsum(np.where(guided, lens, 0))[:-1]])
+            if Pu == P:
+                u_starts = np.where(guided, starts, -1)
+            elif Pu == int(lens[guided].sum()):
+                u_starts = np.where(guided, compact, -1)
+            else:
+                raise ValueError(f"u_logits: {Pu} positions; expected {P} (every request's) or "
+                                 f"{int(lens[guided].sum())} (the guided requests')")
+
+        # one dds request per (codebook, request), codebook-major over the flattened rows
+        row_offsets = np.empty(C * R + 1, np.int64)
+        row_offsets[:-1] = (np.arange(C)[:, None] * P + starts[None, :]).reshape(-1)
+        row_offsets[-1] = C * P
+        seg = np.repeat(np.arange(R), lens)  # request of each position
+        t = np.arange(P) - starts[seg]
+        positions = (np.arange(C)[:, None] * lens[seg][None, :] + t[None, :]).reshape(-1)
+        if positions.size and positions.max() >= 2 ** 31:
+            raise ValueError("seq_lens: a request's canvas exceeds 2^31 cells")
+        uoffs = np.where(guided[None, :], np.arange(C)[:, None] * Pu + u_starts[None, :], -1)
+        temps = [max(float(c.temperature), 0.0) for c in cfgs]
+        top_k = [max(1, math.ceil(c.top_ratio * V)) for c in cfgs]
+        seeds = np.array([c.seed for c in cfgs], np.uint64)
+
+        flat = c_logits.reshape(C * P, V)
+        kw: Dict[str, Any] = {}
+        if guided.any():
+            kw = dict(uncond_logits=u_logits.reshape(C * Pu, V),
+                      uncond_row_offsets=uoffs.reshape(-1).tolist(),
+                      guidance_scale=np.tile(g.astype(np.float32), C))
+        res = self.sampler.sample(
+            flat, row_offsets=row_offsets.tolist(), positions=positions.astype(np.int32),
+            temperature=np.tile(np.float32(temps), C), top_k=np.tile(np.int32(top_k), C),
+            seed=np.tile(seeds, C), step=np.tile(np.uint32(iters), C),
+            banned_token=-1 if self.forbidden_class is None else self.forbidden_class,
+            stats="guided", outputs=("tokens", "logprobs"), **kw)
+        tokens, logprobs = res.tokens, res.logprobs
+        if self.forbidden_class is not None and P:
+            logprobs = self._renormalise(flat, u_logits, tokens, logprobs, g, guided, seg,
+                                         u_starts - np.where(guided, starts, 0), Pu, C, P)
+        if _is_torch(tokens):
+            return tokens.long().reshape(C, P), logprobs.reshape(C, P)
+        return tokens.astype(np.int64).reshape(C, P), logprobs.reshape(C, P)
+
+    def _renormalise(self, flat: Any, u_logits: Any, tokens: Any, lp: Any, g: np.ndarray,
+                     guided: np.ndarray, seg: np.ndarray, u_shift: np.ndarray, Pu: int, C: int,
+                     P: int) -> Any:
+        """dds's log-prob (normalised without the forbidden class) -> OmniVoice's (with it)."""
+        m = self.forbidden_class
+        rows = np.arange(C * P)
+        g_row = np.tile(g[seg], C)
+        # uncond row of each cell (guided requests; 0 elsewhere, masked by g_row = 0)
+        urow = np.where(np.tile(guided[seg], C),
+                        (rows // P) * Pu + rows % P + np.tile(u_shift[seg], C), 0)
+        if _is_torch(flat):
+            import torch
+
+            dev = flat.device
+            ridx = torch.arange(C * P, device=dev)
+            tok = tokens.long()
+            gt = torch.as_tensor(g_row, dtype=torch.float32, device=dev)
+            c_tok, c_m = flat[ridx, tok].float(), flat[:, m].float()
+            if guided.any():
+                u2 = u_logits.reshape(C * Pu, -1)
+                ui = torch.as_tensor(urow, device=dev)
+                u_tok, u_m = u2[ui, tok].float(), u2[ui, m].float()
+            else:
+                u_tok, u_m = c_tok, c_m
+            l_tok = c_tok + gt * (c_tok - u_tok)
+            l_m = torch.where(torch.isneginf(c_m) | torch.isneginf(u_m),
+                              torch.full_like(c_m, -math.inf), c_m + gt * (c_m - u_m))
+            corr = torch.log1p(torch.exp(l_m - (l_tok - lp)))
+            return torch.where(torch.isfinite(lp), lp - corr, lp)
+        tok = np.asarray(tokens, np.int64)
+        c_tok = flat[rows, tok].astype(np.float64)
+        c_m = flat[:, m].astype(np.float64)
+        if guided.any():
+            u2 = u_logits.reshape(C * Pu, -1)
+            u_tok, u_m = u2[urow, tok].astype(np.float64), u2[urow, m].astype(np.float64)
+        else:
+            u_tok, u_m = c_tok, c_m
+        with np.errstate(invalid="ignore", over="ignore"):
+            l_tok = c_tok + g_row * (c_tok - u_tok)
+            l_m = np.where(np.isneginf(c_m) | np.isneginf(u_m), -np.inf, c_m + g_row * (c_m - u_m))
+            corr = np.log1p(np.exp(l_m - (l_tok - lp.astype(np.float64))))
+            out = np.where(np.isfinite(lp), lp - corr, lp)
+        return out.astype(np.float32)
+
+
+__all__: List[str] = ["OmniVoiceSampler", "RequestConfig"]

@@ -1,0 +1,299 @@
+// split_finish_kernel: the candidates' finish of filtered rows spread over several CTAs per row,
+// for batches whose rows leave SMs idle (plan.split_finish). It replaces cand_finish_kernel (a
+// warp per row) after row_pass_kernel and computes the same outputs bit for bit: the same
+// candidate set S, the same thresholds, the same fixed-point sums, the same token, the same
+// rows handed to filter_kernel.
+//
+// A row's CTAs each take kSplitBlocks consecutive blocks (a warp per block list):
+//  1. every CTA derives from the row's block records what finish_filtered derives (row maximum,
+//     U = the largest list bound, the top-k lower bound lo, the min-p threshold) with the same
+//     code in its warp 0, so every CTA holds the same values;
+//  2. it compacts its blocks' candidates with a > Ua and a >= lo into the row's S buffer (a
+//     global counter per row: S is a set, its order is free) and sums the fixed-point mass of
+//     the other candidates (top-p without top-k) with one 64-bit integer atomic per CTA;
+//  3. the row's last CTA to finish (a counter per row, zeroed on the stream) runs the rest of
+//     finish_filtered on S with its 8 warps (CtaTeam): filter_thresholds, the kept sums in fixed
+//     point, the block scores, list_token, the outputs; or appends the row to the fallback list.
+// Every step of 3 is order-free (radix selects on counts and integer masses, integer sums,
+// exact argmaxes with ties by lower id) or is run by warp 0 in finish_filtered's lane order
+// (the header, the mass outside the lists, the guided sums), hence the same bits.
+#ifndef DDS_KERNELS_SAMPLE_SPLIT_ROW_CUH_
+#define DDS_KERNELS_SAMPLE_SPLIT_ROW_CUH_
+
+#include "filtered.cuh"
+
+namespace dds {
+namespace ksample {
+
+struct SplitSmem {
+  unsigned bins[kWBins * 3];  // 256 counts + 256 u64 masses; before the select: the lo keys
+  TeamSmem team;
+  unsigned lcnt;
+  Top2 t;
+  float Ul, lo, amin, Ua;
+  int last, complete;
+  double zo;
+  unsigned long long wz[kRowWarps], we[kRowWarps];
+  int wn[kRowWarps];
+  double bv[kRowWarps];
+  int bi[kRowWarps];
+  double Zl, El;
+};
+
+// finish_filtered's step 1 and 1b in one warp (lane order as there): the records' maximum
+// (t: first block or column, runner-up), U, the min-p threshold and the lower bound lo.
+__device__ __forceinline__ void split_bounds(const SampleParams& P, const Req& q, const BlockRec* recs,
+                                             int lane, unsigned* keys, SplitSmem& sm) {
+  const int nb = P.nblocks;
+  const float invT = q.invT;
+  Top2 t{neg_inf(), INT_MAX, neg_inf()};
+  float Ul = -FLT_MAX;
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b, P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
+    t = top2_merge(t, o);
+    Ul = fmaxf(Ul, __ldcg(&recs[b].ea));
+  }
+  t = warp_top2(t);
+  Ul = warp_max(Ul);
+  const bool complete = !(Ul > -FLT_MAX);
+  const bool topk_on = q.k > 0 && q.k < P.V;
+  float amin = neg_inf(), lo = neg_inf();
+  if (t.m1 != neg_inf()) {
+    const float m = xform(t.m1, invT);
+    if (q.minp > 0.f) {
+      float x = 0.f;
+      if (lane == 0) x = minp_threshold(m, (double)m, q.minp);
+      amin = __shfl_sync(0xffffffffu, x, 0);
+    }
+    if (topk_on && !complete && nb <= kWBins * 3) {
+      int nfin = 0;
+      for (int b = lane; b < nb; b += 32) {
+        const float m1 = __ldcg(&recs[b].maxl);
+        const bool fin = m1 != neg_inf();
+        keys[b] = fin ? fkey(m1) : 0u;
+        nfin += fin ? 1 : 0;
+      }
+      nfin = warp_sumi(nfin);
+      __syncwarp();
+      if (q.k <= nfin) {
+        uint32_t pre = 0;
+        for (int bit = 31; bit >= 20; --bit) {
+          const uint32_t cand = pre | (1u << bit);
+          int c = 0;
+          for (int b = lane; b < nb; b += 32) c += keys[b] >= cand ? 1 : 0;
+          if (warp_sumi(c) >= q.k) pre = cand;
+        }
+        if (pre >= 0x00800000u) lo = xform(fkey_inv(pre), invT);
+      }
+      __syncwarp();
+    } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
+      lo = amin;
+    }
+  }
+  if (lane == 0) {
+    sm.t = t;
+    sm.Ul = Ul;
+    sm.complete = complete ? 1 : 0;
+    sm.Ua = complete ? neg_inf() : xform(nextafterf(Ul, neg_inf()), invT);
+    sm.amin = amin;
+    sm.lo = lo;
+  }
+}
+
+// 64-bit integer CTA sum of one value per thread (any order gives the same integer).
+__device__ __forceinline__ unsigned long long split_cta_sum(unsigned long long v, unsigned long long* w,
+                                                            int lane, int wid) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (lane == 0) w[wid] = v;
+  __syncthreads();
+  unsigned long long s = 0;
+  for (int u = 0; u < kRowWarps; ++u) s += w[u];
+  __syncthreads();
+  return s;
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __grid_constant__ SampleParams P) {
+  __shared__ __align__(16) SplitSmem sm;
+  const int spr = split_ctas_for(P.nblocks);  // CTAs per row
+  const int row = (int)(blockIdx.x / (unsigned)spr);
+  const int part = (int)(blockIdx.x - (unsigned)row * (unsigned)spr);
+  const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+  if (row >= P.num_rows) return;
+  Req q = row_req(P, row);
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
+  if (!is_filtered(q, P.V)) return;  // (the whole CTA: every CTA of the row)
+  const int nb = P.nblocks;
+  const int L = P.cand_cap;
+  const float invT = q.invT;
+  const BlockRec* recs = P.recs + (long long)row * nb;
+  int2* cl = P.cand + (long long)row * nb * L;
+  int2* S = P.split_s + (long long)row * nb * L;
+  SplitRowCnt& rc = P.split_cnt[row];
+
+  if (wid == 0) split_bounds(P, q, recs, lane, sm.bins, sm);
+  __syncthreads();
+  Top2 t = sm.t;
+  if (t.m1 == neg_inf()) {  // no finite column: one CTA writes the empty row
+    if (part == 0 && tid == 0) write_empty(P, row);
+    return;
+  }
+  const float Ml = t.m1;
+  const float m = xform(Ml, invT);
+  const double md = (double)m;
+  const float Ua = sm.Ua, lo = sm.lo, amin = sm.amin;
+  const bool complete = sm.complete != 0;
+  const bool topk_on = q.k > 0 && q.k < P.V;
+  const bool want_zout = q.p < 1.f && q.p > 0.f && !topk_on;
+
+  // 2. This CTA's blocks: S entries out, the mass of the other candidates summed.
+  unsigned long long zout = 0;
+  const int b1 = min(nb, (part + 1) * kSplitBlocks);
+  for (int b = part * kSplitBlocks + wid; b < b1; b += kRowWarps) {
+    int n = __ldcg(&recs[b].pad);
+    if (!want_zout && n > 0) {
+      const float ma = xform(__ldcg(&recs[b].maxl), invT);
+      if (!(ma > Ua && ma >= lo)) n = 0;
+    }
+    for (int j0 = 0; j0 < n; j0 += 32) {
+      const int j = j0 + lane;
+      const bool valid = j < n;
+      const int2 e = valid ? __ldcg(cl + (long long)b * L + j) : make_int2(0, 0);
+      const float a = valid ? xform(__int_as_float(e.y), invT) : neg_inf();
+      const bool in = valid && a > Ua && a >= lo;
+      if (want_zout && valid && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
+      const unsigned bal = __ballot_sync(0xffffffffu, in);
+      if (bal == 0u) continue;
+      unsigned base = 0;
+      if (lane == 0) base = atomicAdd(&rc.ns, (unsigned)__popc(bal));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      if (in) S[base + __popc(bal & ((1u << lane) - 1u))] = e;
+    }
+  }
+  __threadfence();  // (this thread's S entries before the row's count below)
+  zout = split_cta_sum(zout, sm.wz, lane, wid);
+  if (tid == 0) {
+    if (zout) atomicAdd(&rc.zout, zout);
+    __threadfence();
+    const unsigned old = atomicAdd(&rc.done, 1u);
+    sm.last = old == (unsigned)spr - 1u ? 1 : 0;
+  }
+  __syncthreads();
+  if (!sm.last) return;
+  __threadfence();
+
+  // 3. The row's last CTA: finish_filtered's steps 3-6 on S, shared by the 8 warps.
+  const int nS = (int)*reinterpret_cast<volatile unsigned*>(&rc.ns);
+  zout = *reinterpret_cast<volatile unsigned long long*>(&rc.zout);
+  CtaTeam team;
+  team.lane = lane;
+  team.sm = &sm.team;
+  if (wid == 0) {
+    if (!P.pass_top2) {  // the first column of the maximum and the runner-up: its block re-read
+      const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
+      t.i1 = tb.i1;
+      t.m2 = fmaxf(t.m2, tb.m2);
+    }
+    // The mass outside S (top-p without top-k): the records' part in finish_filtered's order.
+    double zr = 0;
+    if (q.p < 1.f && q.p > 0.f) {
+      for (int b = lane; b < nb; b += 32) {
+        const float m1 = __ldcg(&recs[b].maxl);
+        if (m1 == neg_inf()) continue;
+        const double sr = (double)__ldcg(&recs[b].sa);
+        if (sr > 0) zr += sr * exp((double)xform(m1, invT) - md);
+      }
+      zr = warp_sumd(zr);
+    }
+    double Zl = 0, El = 0;
+    if (P.stats_guided) {
+      for (int b = lane; b < nb; b += 32) {
+        const float m1 = __ldcg(&recs[b].maxl);
+        if (m1 != neg_inf()) guided_terms(m1, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), Ml, Zl, El);
+      }
+      Zl = warp_sumd(Zl);
+      El = warp_sumd(El);
+    }
+    if (lane == 0) {
+      sm.t = t;
+      sm.zo = zr * kMassScale + (double)zout;
+      sm.Zl = Zl;
+      sm.El = El;
+    }
+  }
+  __syncthreads();
+  t = sm.t;
+  const double zo = sm.zo;
+  auto each = [&](auto g) {
+    for_list(S, nS, lane, [&](int c, float l) {
+      const float a = xform(l, invT);
+      g(c, a, fkey(a));
+    }, 128 * wid + lane, 128 * kRowWarps);
+  };
+  unsigned* hist = sm.bins;
+  unsigned long long* hm = reinterpret_cast<unsigned long long*>(sm.bins + kWBins);
+  // (the row's lists are read by every CTA before its count: their area holds the select's list)
+  const FiltThr th = filter_thresholds(team, P, q, each, nS, complete, m, md, amin, Ua, hist, hm,
+                                       [&]() { return zo; }, cl, &sm.lcnt);
+  if (!th.ok || !th.inside) {  // not provable from the candidates: filter_kernel takes the row
+    if (tid == 0) {
+      const int slot = atomicAdd(P.fb_count, 1);
+      P.fb_rows[slot] = row;
+    }
+    return;
+  }
+  const Kept in_k{th.kthr, th.cid, amin};
+  // Kept sums in fixed point: per block (the block scores) and in all.
+  unsigned long long* km = P.kmass + (long long)row * nb;
+  for (int b = tid; b < nb; b += kRowWarps * 32) km[b] = 0ull;
+  __syncthreads();
+  __threadfence();
+  unsigned long long zf = 0;
+  long long ef = 0;
+  int nk = 0;
+  for_list(S, nS, lane, [&](int c, float l) {
+    const float a = xform(l, invT);
+    if (!in_k(c, a)) return;
+    const unsigned long long ux = kept_terms(a, md, ef);
+    if (ux) atomicAdd(km + (c >> 10), ux);
+    zf += ux;
+    ++nk;
+  }, 128 * wid + lane, 128 * kRowWarps);
+  zf = split_cta_sum(zf, sm.wz, lane, wid);
+  ef = (long long)split_cta_sum((unsigned long long)ef, sm.we, lane, wid);
+  nk = (int)split_cta_sum((unsigned long long)nk, sm.wz, lane, wid);
+  __threadfence();
+  // Winning block (float64 scores; ties by lower block), then the token.
+  const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
+  double best = 0;
+  int bbest = INT_MAX;
+  for (int b = tid; b < nb; b += kRowWarps * 32) {
+    const unsigned long long s = __ldcg(km + b);
+    if (s == 0ull) continue;
+    const double score = (md + log((double)s / kMassScale)) +
+                         gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+    argmax_merge(best, bbest, score, b);
+  }
+  warp_argmax(best, bbest);
+  if (lane == 0) {
+    sm.bv[wid] = best;
+    sm.bi[wid] = bbest;
+  }
+  __syncthreads();
+  best = 0;
+  bbest = INT_MAX;
+  for (int u = 0; u < kRowWarps; ++u) argmax_merge(best, bbest, sm.bv[u], sm.bi[u]);
+  const int bt = list_token(team, q, pos, S, nS, bbest, in_k, [&](float l) { return xform(l, invT); });
+  const int token = (bt == INT_MAX) ? t.i1 : bt;
+  if (tid == 0)
+    filtered_outputs<DT>(P, q, row, token, t.i1, t.m2, Ml, m, th.kthr, th.cid, amin, zf, ef, nk,
+                         sm.Zl, sm.El);
+}
+
+}  // namespace ksample
+}  // namespace dds
+
+#endif  // DDS_KERNELS_SAMPLE_SPLIT_ROW_CUH_
