@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
                                      p.num_requests, p.num_rows);
   int32_t b, e;
   offsets::rows_of(p.row_offsets, p.num_requests, p.num_rows, r, &b, &e);
-  const int32_t nrows = e - b, d = b - rb;
+  const int32_t nrows = e - b, d = rows_ok ? b - rb : 0;  // (orphan rows: no position used)
   int32_t* canvas = p.canvas ? p.canvas + (int64_t)r * p.canvas_stride : nullptr;
   int32_t status = rows_ok ? 0 : kReqBadRowOffsets;
   uint64_t* pk = p.ws_key + b;
