@@ -9,6 +9,7 @@
 
 #include "allowed.h"  // kernels/common: the allowed-token mask layout
 #include "internal.h"
+#include "offsets.h"  // kernels/common: the row_offsets rule
 #include "status.h"  // kernels/common: the kernels' names of the DDS_REQ_* bits
 
 static_assert(dds::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE && dds::kReqBadGuidance == DDS_REQ_BAD_GUIDANCE &&
@@ -16,7 +17,12 @@ static_assert(dds::kReqBadTemperature == DDS_REQ_BAD_TEMPERATURE && dds::kReqBad
                   dds::kReqBadMinP == DDS_REQ_BAD_MIN_P && dds::kReqBadUncondRows == DDS_REQ_BAD_UNCOND_ROWS &&
                   dds::kReqEmptyRow == DDS_REQ_EMPTY_ROW && dds::kReqBadSlot == DDS_REQ_BAD_SLOT &&
                   dds::kReqBadPolicy == DDS_REQ_BAD_POLICY && dds::kReqBadPosition == DDS_REQ_BAD_POSITION &&
-                  dds::kReqBadEntropyBound == DDS_REQ_BAD_ENTROPY_BOUND,
+                  dds::kReqBadRowOffsets == DDS_REQ_BAD_ROW_OFFSETS &&
+                  dds::kReqBadDraftCount == DDS_REQ_BAD_DRAFT_COUNT &&
+                  dds::kReqBadEntropyBound == DDS_REQ_BAD_ENTROPY_BOUND &&
+                  dds::kReqBadTokenId == DDS_REQ_BAD_TOKEN_ID &&
+                  dds::kReqBadNumTokenIds == DDS_REQ_BAD_NUM_TOKEN_IDS &&
+                  dds::kReqBadRevealParam == DDS_REQ_BAD_REVEAL_PARAM,
               "kernels/common/status.h and include/dds/dds.h disagree");
 
 namespace dds {
@@ -173,7 +179,7 @@ dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream
     if (st != DDS_OK) return st;
   }
   const bool debug = (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0;
-  if (a->row_offsets && (be.host_readable() || debug)) {
+  if (a->row_offsets && debug) {
     st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
     if (st != DDS_OK) return st;
   }
@@ -304,7 +310,7 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
     if (st != DDS_OK) return st;
   }
   const bool debug = (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0;
-  if (a->row_offsets && (be.host_readable() || debug)) {
+  if (a->row_offsets && debug) {
     st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
     if (st != DDS_OK) return st;
   }
@@ -322,6 +328,33 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
                                   return (v < 0 || v > nt) ? "must be in [0, num_top]" : nullptr;
                                 })) != DDS_OK)
       return st;
+    // Input token ids (DDS_REQ_BAD_TOKEN_ID): each request's first num_token_ids[r] ids, every
+    // row's committed token.
+    if (a->token_ids && nt > 0) {
+      std::vector<int32_t> ids, nids;
+      if ((st = fetch(be, a->token_ids, (size_t)n * nt, &ids, stream)) != DDS_OK) return st;
+      if (a->num_token_ids && (st = fetch(be, a->num_token_ids, (size_t)n, &nids, stream)) != DDS_OK)
+        return st;
+      for (int32_t r = 0; r < n; ++r) {
+        const int32_t k = a->num_token_ids ? nids[r] : nt;
+        for (int32_t e = 0; e < k; ++e)
+          if (ids[(size_t)r * nt + e] < 0 || ids[(size_t)r * nt + e] >= V)
+            return fail(DDS_ERR_INVALID_VALUE,
+                        "%s: args->token_ids[%d] (request %d, id %d) = %d must be in [0, "
+                        "vocab_size = %d)",
+                        fn, r * nt + e, r, e, ids[(size_t)r * nt + e], V);
+      }
+    }
+    if (a->committed_tokens) {
+      std::vector<int32_t> ct;
+      if ((st = fetch(be, a->committed_tokens, (size_t)a->num_rows, &ct, stream)) != DDS_OK)
+        return st;
+      for (int32_t i = 0; i < a->num_rows; ++i)
+        if (ct[i] < 0 || ct[i] >= V)
+          return fail(DDS_ERR_INVALID_VALUE,
+                      "%s: args->committed_tokens[%d] (row %d) = %d must be in [0, vocab_size = %d)",
+                      fn, i, i, ct[i], V);
+    }
   }
   return DDS_OK;
 }
@@ -377,19 +410,26 @@ dds_status check_row_offsets(Backend& be, const char* fn, const int32_t* offs, i
   std::vector<int32_t> h;
   dds_status st = fetch(be, offs, (size_t)num_requests + 1, &h, stream);
   if (st != DDS_OK) return st;
-  if (h[0] != 0)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->row_offsets[0] (%d) must be 0", fn, h[0]);
+  // The conditions under which the backends flag DDS_REQ_BAD_ROW_OFFSETS (offsets::good), the
+  // first flagged request named.
   for (int32_t r = 0; r < num_requests; ++r) {
+    if (offsets::good(h[r], h[r + 1], r, num_requests, num_rows)) continue;
+    if (r == 0 && h[0] != 0)
+      return fail(DDS_ERR_INVALID_VALUE, "%s: args->row_offsets[0] (%d) must be 0", fn, h[0]);
     if (h[r + 1] < h[r])
-      return fail(DDS_ERR_INVALID_ARGUMENT,
+      return fail(DDS_ERR_INVALID_VALUE,
                   "%s: args->row_offsets must be non-decreasing: row_offsets[%d] = %d < "
-                  "row_offsets[%d] = %d",
-                  fn, r + 1, h[r + 1], r, h[r]);
+                  "row_offsets[%d] = %d (request %d)",
+                  fn, r + 1, h[r + 1], r, h[r], r);
+    if (r == num_requests - 1 && h[r + 1] != num_rows)
+      return fail(DDS_ERR_INVALID_VALUE,
+                  "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
+                  h[r + 1], num_rows);
+    return fail(DDS_ERR_INVALID_VALUE,
+                "%s: args->row_offsets[%d..%d] (request %d) = [%d, %d) must lie in [0, num_rows = "
+                "%d]",
+                fn, r, r + 1, r, h[r], h[r + 1], num_rows);
   }
-  if (h[num_requests] != num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->row_offsets[num_requests] (%d) must equal num_rows (%d)", fn,
-                h[num_requests], num_rows);
   return DDS_OK;
 }
 

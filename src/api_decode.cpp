@@ -10,6 +10,7 @@
 #include "allowed.h"
 #include "cpu_two_level.h"
 #include "internal.h"
+#include "offsets.h"
 #include "rng.h"
 
 namespace dds {
@@ -37,8 +38,15 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
   std::vector<double> key;
   for (int32_t r = 0; r < a.num_requests; ++r) {
     int32_t status = 0;
+    // The row_offsets rule (kernels/common/offsets.h): request r handles the rows [lo, hi) the
+    // search gives it: its own rows when its offsets are good, else its orphan rows (never
+    // revealed). Default position: i - row_offsets[r].
     const int32_t b = a.row_offsets ? a.row_offsets[r] : r;
-    const int32_t e = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
+    const bool rows_ok =
+        offsets::good(b, a.row_offsets ? a.row_offsets[r + 1] : r + 1, r, a.num_requests, a.num_rows);
+    if (!rows_ok) status |= DDS_REQ_BAD_ROW_OFFSETS;
+    int32_t lo, hi;
+    offsets::rows_of(a.row_offsets, a.num_requests, a.num_rows, r, &lo, &hi);
     int32_t* canvas = a.canvas ? a.canvas + (int64_t)r * a.canvas_stride : nullptr;
     // EOS rule: first EOS already in the canvas.
     int32_t first_eos = -1;
@@ -57,10 +65,15 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
     const uint64_t seed = a.seeds ? a.seeds[r] : a.seed;
     const uint32_t step = a.steps ? a.steps[r] : a.step;
     float tau = a.position_temperatures ? a.position_temperatures[r] : a.position_temperature;
+    if (std::isnan(tau) || tau < 0.f) status |= DDS_REQ_BAD_REVEAL_PARAM;
     if (!(tau > 0.f) || std::isinf(tau)) tau = 0.f;  // NaN, <= 0, inf: off
+    if (a.thresholds && std::isnan(a.thresholds[r])) status |= DDS_REQ_BAD_REVEAL_PARAM;
+    if (a.factors && (!std::isfinite(a.factors[r]) || a.factors[r] < 0.f))
+      status |= DDS_REQ_BAD_REVEAL_PARAM;
     cand.clear();
-    for (int32_t i = b; i < e; ++i) {
+    for (int32_t i = lo; i < hi; ++i) {
       a.reveal[i] = 0;
+      if (!rows_ok) continue;
       const int32_t pos = a.positions ? a.positions[i] : i - b;
       bool ok = a.eligible ? a.eligible[i] != 0 : true;
       if (canvas && (pos < 0 || pos >= a.canvas_length)) {
@@ -82,7 +95,7 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
       return std::isnan(s) ? kInfD : (double)s;
     };
     // Ranking key per candidate.
-    key.assign((size_t)(e - b), 0.0);
+    key.assign((size_t)(hi - lo), 0.0);
     for (int32_t i : cand) {
       double k = score_of(i);
       if (policy == DDS_REVEAL_RANDOM) {
@@ -92,10 +105,10 @@ dds_status cpu_reveal(const dds_reveal_args& a) {
       } else if (policy == DDS_REVEAL_TOP_N && tau > 0.f) {
         k = k / (double)tau + gumbel(seed, step, (uint32_t)pos_of(i), 1u, kSaltReveal);
       }
-      key[i - b] = k;
+      key[i - lo] = k;
     }
     std::sort(cand.begin(), cand.end(), [&](int32_t x, int32_t y) {
-      const double kx = key[x - b], ky = key[y - b];
+      const double kx = key[x - lo], ky = key[y - lo];
       if (kx != ky) return kx > ky;
       const int32_t px = pos_of(x), py = pos_of(y);
       return px != py ? px < py : x < y;
@@ -187,8 +200,8 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
   std::vector<float> P((size_t)(n + 1) * V), Q((size_t)std::max(n, 1) * V);
   if (a.request_status) std::fill(a.request_status, a.request_status + a.num_requests, 0);
   for (int32_t r = 0; r < a.num_requests; ++r) {
-    int32_t nr = a.draft_counts ? a.draft_counts[r] : n;
-    nr = std::max(0, std::min(nr, n));
+    int32_t count_status = 0;
+    const int32_t nr = offsets::draft_count(a.draft_counts ? a.draft_counts[r] : n, n, &count_status);
     dds_sample_args s;
     dds_sample_args_init(&s, sizeof s);
     s.num_requests = 1;
@@ -217,7 +230,11 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
     int32_t offs[2] = {0, nr + 1};
     s.row_offsets = offs;
     if ((st = cpu.sample(s, nullptr)) != DDS_OK) return st;
-    int32_t req_status = status;
+    int32_t req_status = status | count_status;
+    for (int32_t i = 0; i < nr; ++i) {
+      const int32_t d = a.draft_tokens[(size_t)r * n + i];
+      if (d < 0 || d >= V) req_status |= DDS_REQ_BAD_TOKEN_ID;
+    }
     if (nr > 0) {
       s.num_rows = nr;
       offs[1] = nr;
@@ -290,7 +307,7 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
   return DDS_OK;
 }
 
-dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a) {
+dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream) {
   const char* fn = "dds_reveal";
   if (a->num_rows < 0)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
@@ -353,12 +370,40 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a) {
                                       {"finished", a->finished},
                                       {"request_status", a->request_status}});
   if (st != DDS_OK) return st;
-  if (a->row_offsets && be.host_readable())
-    return check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, nullptr);
+  if ((s->config.flags & DDS_FLAG_DEBUG_CHECKS) == 0) return DDS_OK;
+  if (a->row_offsets &&
+      (st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream)) != DDS_OK)
+    return st;
+  // The DDS_REQ_BAD_REVEAL_PARAM conditions (the host scalars' rules).
+  const int32_t n = a->num_requests;
+  std::vector<float> h;
+  if (a->thresholds) {
+    if ((st = fetch(be, a->thresholds, (size_t)n, &h, stream)) != DDS_OK) return st;
+    for (int32_t r = 0; r < n; ++r)
+      if (std::isnan(h[r]))
+        return fail(DDS_ERR_INVALID_VALUE, "%s: args->thresholds[%d] (request %d) must not be NaN",
+                    fn, r, r);
+  }
+  if (a->factors) {
+    if ((st = fetch(be, a->factors, (size_t)n, &h, stream)) != DDS_OK) return st;
+    for (int32_t r = 0; r < n; ++r)
+      if (!std::isfinite(h[r]) || h[r] < 0.f)
+        return fail(DDS_ERR_INVALID_VALUE,
+                    "%s: args->factors[%d] (request %d) = %g must be finite and >= 0", fn, r, r,
+                    (double)h[r]);
+  }
+  if (a->position_temperatures) {
+    if ((st = fetch(be, a->position_temperatures, (size_t)n, &h, stream)) != DDS_OK) return st;
+    for (int32_t r = 0; r < n; ++r)
+      if (std::isnan(h[r]) || h[r] < 0.f)
+        return fail(DDS_ERR_INVALID_VALUE,
+                    "%s: args->position_temperatures[%d] (request %d) = %g must be >= 0", fn, r, r,
+                    (double)h[r]);
+  }
   return DDS_OK;
 }
 
-dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
+dds_status validate_verify(dds_sampler* s, dds_verify_args* a, dds_stream stream) {
   const char* fn = "dds_verify_drafts";
   const int32_t V = s->config.vocab_size;
   if (a->num_requests < 1)
@@ -402,7 +447,7 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
   if ((st = resolve_mask_stride(*s->backend, fn, a->allowed_token_masks,
                                 &a->allowed_mask_stride, V, a->num_requests)) != DDS_OK)
     return st;
-  return check_ptrs(*s->backend, fn,
+  dds_status pst = check_ptrs(*s->backend, fn,
                     {{"draft_counts", a->draft_counts}, {"draft_tokens", a->draft_tokens},
                      {"draft_logits", a->draft_logits}, {"target_logits", a->target_logits},
                      {"temperatures", a->temperatures}, {"top_ks", a->top_ks},
@@ -410,6 +455,37 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a) {
                      {"steps", a->steps}, {"accepted_counts", a->accepted_counts},
                      {"out_tokens", a->out_tokens}, {"out_logprobs", a->out_logprobs},
                      {"request_status", a->request_status}});
+  if (pst != DDS_OK) return pst;
+  if (a->draft_counts && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0) {
+    std::vector<int32_t> h;
+    if ((pst = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &h, stream)) != DDS_OK)
+      return pst;
+    for (int32_t r = 0; r < a->num_requests; ++r)
+      if (h[r] < 0 || h[r] > a->num_drafts)
+        return fail(DDS_ERR_INVALID_VALUE,
+                    "%s: args->draft_counts[%d] (request %d) = %d must be in [0, num_drafts = %d]",
+                    fn, r, r, h[r], a->num_drafts);
+  }
+  if (a->num_drafts > 0 && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0) {
+    // Draft tokens (DDS_REQ_BAD_TOKEN_ID): each request's first n_r (valid counts: above).
+    std::vector<int32_t> d, c;
+    if ((pst = fetch(*s->backend, a->draft_tokens, (size_t)a->num_requests * a->num_drafts, &d,
+                     stream)) != DDS_OK)
+      return pst;
+    if (a->draft_counts &&
+        (pst = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &c, stream)) != DDS_OK)
+      return pst;
+    for (int32_t r = 0; r < a->num_requests; ++r)
+      for (int32_t i = 0; i < (a->draft_counts ? c[r] : a->num_drafts); ++i) {
+        const int32_t t = d[(size_t)r * a->num_drafts + i];
+        if (t < 0 || t >= V)
+          return fail(DDS_ERR_INVALID_VALUE,
+                      "%s: args->draft_tokens[%d] (request %d, draft %d) = %d must be in [0, "
+                      "vocab_size = %d)",
+                      fn, r * a->num_drafts + i, r, i, t, V);
+      }
+  }
+  return DDS_OK;
 }
 
 }  // namespace
@@ -456,7 +532,7 @@ DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args,
     if (st != DDS_OK) return st;
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_reveal: sampler is in use by another thread");
-    st = dds::validate_reveal(sampler, &a);
+    st = dds::validate_reveal(sampler, &a, stream);
     if (st != DDS_OK || a.num_rows == 0) return st;
     if (sampler->backend->host_readable()) return dds::cpu_reveal(a);
     return sampler->backend->reveal(a, stream);
@@ -474,7 +550,7 @@ DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args
     if (st != DDS_OK) return st;
     dds::Busy busy(sampler);
     if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_verify_drafts: sampler is in use by another thread");
-    st = dds::validate_verify(sampler, &a);
+    st = dds::validate_verify(sampler, &a, stream);
     if (st != DDS_OK) return st;
     if (sampler->backend->host_readable()) return dds::cpu_verify(*sampler->backend, sampler->config, a);
     return sampler->backend->verify(a, stream);

@@ -21,6 +21,7 @@
 #include "cpu_vec.h"
 #include "dtype.h"
 #include "internal.h"
+#include "offsets.h"
 #include "rng.h"
 
 namespace dds {
@@ -380,7 +381,10 @@ void sample_part(void* ctx, int part) {
   const int32_t begin = (int32_t)(n * part / c.parts), end = (int32_t)(n * (part + 1) / c.parts);
   for (int32_t i = begin; i < end; ++i) {
     const int32_t r = c.row_request[i];
-    const int32_t j = i - (a.row_offsets ? a.row_offsets[r] : r);
+    // An orphan row (its request's offsets are flagged) is keyed by its index in the call.
+    const int32_t j = (c.params[r].status & DDS_REQ_BAD_ROW_OFFSETS) != 0
+                          ? i
+                          : i - (a.row_offsets ? a.row_offsets[r] : r);
     c.row_empty[i] = !sample_row(a, c.V, c.params[r], r, i, j, c.scratch[part]);
     if (c.row_empty[i]) write_empty_row(a, c.V, i);
   }
@@ -412,12 +416,17 @@ class CpuBackend final : public Backend {
       row_request_.resize((size_t)a.num_rows);
       row_empty_.resize((size_t)a.num_rows);
     }
+    // The row_offsets rule (kernels/common/offsets.h): row i is request find(i)'s; a request
+    // whose offsets are flagged owns none (its rows are orphans: unguided, keyed by i).
     for (int32_t r = 0; r < a.num_requests; ++r) {
       const int32_t row_begin = a.row_offsets ? a.row_offsets[r] : r;
       const int32_t row_end = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
-      params_[r] = cpu::request_params(a, r, row_end - row_begin);
-      for (int32_t i = row_begin; i < row_end; ++i) row_request_[i] = r;
+      const bool ok = offsets::good(row_begin, row_end, r, a.num_requests, a.num_rows);
+      params_[r] = cpu::request_params(a, r, ok ? row_end - row_begin : -1);
+      if (!ok) params_[r].status |= DDS_REQ_BAD_ROW_OFFSETS;
     }
+    for (int32_t i = 0; i < a.num_rows; ++i)
+      row_request_[i] = offsets::find(a.row_offsets, a.num_requests, i);
     const int64_t elements = (int64_t)a.num_rows * V;
     const int parts = (int)std::max<int64_t>(
         1, std::min<int64_t>({pool_.threads(), a.num_rows, elements / kMinElementsPerPart}));
@@ -425,14 +434,10 @@ class CpuBackend final : public Backend {
                     scratch_.data(), parts};
     pool_.run(parts, sample_part, &call);
     if (a.request_status) {
-      for (int32_t r = 0; r < a.num_requests; ++r) {
-        const int32_t row_begin = a.row_offsets ? a.row_offsets[r] : r;
-        const int32_t row_end = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
-        int32_t status = params_[r].status;
-        for (int32_t i = row_begin; i < row_end; ++i)
-          if (row_empty_[i]) status |= DDS_REQ_EMPTY_ROW;
-        a.request_status[r] = status;
-      }
+      // DDS_REQ_EMPTY_ROW of row i on request find(i) (an orphan row's: on its flagged request).
+      for (int32_t r = 0; r < a.num_requests; ++r) a.request_status[r] = params_[r].status;
+      for (int32_t i = 0; i < a.num_rows; ++i)
+        if (row_empty_[i]) a.request_status[row_request_[i]] |= DDS_REQ_EMPTY_ROW;
     }
     return DDS_OK;
   }
@@ -454,10 +459,19 @@ class CpuBackend final : public Backend {
       const int32_t row_begin = a.row_offsets ? a.row_offsets[r] : r;
       const int32_t row_end = a.row_offsets ? a.row_offsets[r + 1] : r + 1;
       const int32_t slot = a.slots ? a.slots[r] : r;
-      if (slot < 0 || slot >= a.num_slots) {
-        if (a.request_status) a.request_status[r] = DDS_REQ_BAD_SLOT;
+      // The row_offsets rule (kernels/common/offsets.h): a flagged request owns no rows; a good
+      // one owns [own_lo, own_hi), all of [row_begin, row_end) unless another request's search
+      // takes some of it (invalid offsets elsewhere).
+      const bool rows_ok = offsets::good(row_begin, row_end, r, a.num_requests, a.num_rows);
+      const bool slot_ok = slot >= 0 && slot < a.num_slots;
+      if (!rows_ok || !slot_ok) {  // skipped: the reasons flagged, nothing else read
+        if (a.request_status)
+          a.request_status[r] =
+              (rows_ok ? 0 : DDS_REQ_BAD_ROW_OFFSETS) | (slot_ok ? 0 : DDS_REQ_BAD_SLOT);
         continue;
       }
+      int32_t own_lo, own_hi;
+      offsets::rows_of(a.row_offsets, a.num_requests, a.num_rows, r, &own_lo, &own_hi);
       int32_t nvalid = a.num_valid ? a.num_valid[r] : row_end - row_begin;
       nvalid = std::max(0, std::min({nvalid, row_end - row_begin, a.rows_per_slot}));
       float T = rule::temperature(a.temperatures ? a.temperatures[r] : a.temperature, &status).T;
@@ -467,11 +481,18 @@ class CpuBackend final : public Backend {
       int32_t n_ids = 0;
       if (a.token_ids) {
         n_ids = a.num_token_ids ? a.num_token_ids[r] : n;
+        if (n_ids < 0 || n_ids > n) status |= DDS_REQ_BAD_NUM_TOKEN_IDS;
         n_ids = std::max(0, std::min(n_ids, n));
+        for (int32_t e = 0; e < n_ids; ++e) {
+          const int32_t t = a.token_ids[(int64_t)r * n + e];
+          if (t < 0 || t >= V) status |= DDS_REQ_BAD_TOKEN_ID;
+        }
       }
       const int32_t* mask = allowed_row(a.allowed_token_masks, a.allowed_mask_stride, r);
-      for (int32_t j = 0; j < nvalid; ++j) {
+      for (int32_t j = own_lo - row_begin; j < std::min(nvalid, own_hi - row_begin); ++j) {
         const int32_t i = row_begin + j;
+        if (a.committed_tokens && (a.committed_tokens[i] < 0 || a.committed_tokens[i] >= V))
+          status |= DDS_REQ_BAD_TOKEN_ID;
         const float* src =
             cpu::row_as_f32(a.logits, a.dtype, (int64_t)i * a.row_stride, V, s.x.data());
         int32_t nf = 0;

@@ -76,6 +76,7 @@ struct RequestParams {
   int32_t status = 0;
 };
 
+// rows_in_request < 0: the request's row offsets are flagged (it owns no rows): never guided.
 inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t rows_in_request) {
   RequestParams q;
   const rule::Tempering t = rule::temperature(a.temperatures ? a.temperatures[r] : a.temperature, &q.status);
@@ -92,7 +93,7 @@ inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t
       first = a.uncond_row_offsets[r];
     }
     if (a.uncond_row_offsets == nullptr || first >= 0) {
-      if (first < 0 || first + rows_in_request > a.uncond_num_rows) {
+      if (rows_in_request < 0 || first < 0 || first + rows_in_request > a.uncond_num_rows) {
         q.status |= DDS_REQ_BAD_UNCOND_ROWS;
       } else {
         q.guided = true;

@@ -113,8 +113,9 @@ class Backend {
 };
 
 // Shared argument checks (api.cpp). resolve_stride: 0 -> vocab, must be >= vocab, and
-// (rows - 1) * stride must stay below 2^62. check_row_offsets: 0, non-decreasing, ends at
-// num_rows (reads the offsets through the backend).
+// (rows - 1) * stride must stay below 2^62. check_row_offsets (debug mode): 0, non-decreasing,
+// ends at num_rows, else DDS_ERR_INVALID_VALUE naming the first request the backends would flag
+// DDS_REQ_BAD_ROW_OFFSETS (reads the offsets through the backend).
 dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab,
                           int64_t rows);
 // The allowed-token masks of a call (`masks` may be NULL: nothing to check): *stride 0 ->

@@ -23,8 +23,17 @@ const (
 	ReqBadPolicy   = 256  // unknown policy: TOP_N used
 	ReqBadPosition = 512  // a row's position is outside [0, CanvasLength)
 	ReqTooManyRows = 1024 // CUDA dds_reveal: a request with more than 4096 rows is not processed
+	// Row offsets of the request reversed or outside [0, NumRows] (or a bad first / last
+	// offset): the request owns no rows (docs/sampling.md §1). Also set by sample and stash.
+	ReqBadRowOffsets = 2048
+	ReqBadDraftCount = 4096 // verify: a draft count outside [0, NumDrafts]: clamped
 	// ReqBadEntropyBound: RevealEntropyBound with a NaN or negative bound; 0 used.
 	ReqBadEntropyBound = 8192
+	// An input token id outside [0, vocab): stash committed / own ids (written as given, value
+	// -inf, rank 0), verify drafts (rejected).
+	ReqBadTokenID     = 16384
+	ReqBadNumTokenIDs = 32768 // stash: a num_token_ids value outside [0, NumTop]: clamped
+	ReqBadRevealParam = 65536 // reveal: NaN threshold, bad factor or position temperature
 )
 
 // RevealParams are the host scalars of dds_reveal_args. Start from NewRevealArgs.

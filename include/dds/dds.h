@@ -178,7 +178,9 @@ typedef struct dds_sample_args {
   int32_t num_rows;     /* (host) rows in this call, 0..max_rows. 0 is a no-op */
   int32_t num_requests; /* (host) requests, 1..max_requests */
   /* [num_requests + 1] row offsets: 0 = row_offsets[0] <= ... <= row_offsets[num_requests] =
-   * num_rows. NULL: one row per request (num_requests must equal num_rows). */
+   * num_rows. NULL: one row per request (num_requests must equal num_rows). Offsets that break
+   * this: the requests concerned own no rows, flagged DDS_REQ_BAD_ROW_OFFSETS (docs/sampling.md
+   * §1 has the exact rule: every row is still written, and owned by at most one request). */
   const int32_t* row_offsets;
   /* [num_rows] canvas position of each row, used to key the random numbers (so packing only the
    * masked rows of a canvas does not change the draws). NULL: the row's index in its request. */
@@ -389,7 +391,19 @@ typedef struct dds_reveal_args {
 #define DDS_REQ_BAD_POSITION 512  /* a row's position is outside [0, canvas_length) */
 #define DDS_REQ_TOO_MANY_ROWS 1024 /* reserved: no longer produced (the CUDA dds_reveal once
                                       limited a request to 4096 rows; it has no limit now) */
+#define DDS_REQ_BAD_ROW_OFFSETS 2048 /* row_offsets[r], row_offsets[r+1] reversed or outside
+                                        [0, num_rows] (or row_offsets[0] != 0 for r = 0,
+                                        row_offsets[num_requests] != num_rows for the last r):
+                                        the request owns no rows (docs/sampling.md §1) */
+#define DDS_REQ_BAD_DRAFT_COUNT 4096 /* verify: draft_counts[r] outside [0, n]: clamped */
 #define DDS_REQ_BAD_ENTROPY_BOUND 8192 /* ENTROPY_BOUND: NaN or negative bound: 0 used */
+#define DDS_REQ_BAD_TOKEN_ID 16384   /* a token id read as input outside [0, vocab_size): stash
+                                        committed_tokens / token_ids (written as given, value
+                                        -inf, rank 0), verify draft_tokens (rejected) */
+#define DDS_REQ_BAD_NUM_TOKEN_IDS 32768 /* stash: num_token_ids[r] outside [0, num_top]: clamped */
+#define DDS_REQ_BAD_REVEAL_PARAM 65536  /* reveal: thresholds[r] NaN, factors[r] NaN, infinite or
+                                           negative, or position_temperatures[r] NaN or negative
+                                           (used as docs/sampling.md §1 says) */
 
 DDS_API dds_status dds_reveal_args_init(dds_reveal_args* args, size_t struct_size);
 DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args,
@@ -410,7 +424,8 @@ typedef struct dds_verify_args {
   size_t struct_size; /* sizeof(dds_verify_args), set by dds_verify_args_init */
   int32_t num_requests;  /* (host) requests, 1..max_requests */
   int32_t num_drafts;    /* (host) n: drafts per request (capacity of the layouts below), >= 0 */
-  const int32_t* draft_counts; /* [num_requests] n_r in [0, n], or NULL = n each */
+  const int32_t* draft_counts; /* [num_requests] n_r in [0, n], or NULL = n each (outside:
+                                  clamped to [0, n], flagged DDS_REQ_BAD_DRAFT_COUNT) */
   const int32_t* draft_tokens; /* [num_requests, n] drafted token ids. Required if n > 0 */
   const void* draft_logits;    /* [num_requests * n, draft_row_stride]: row r*n + i is q_i */
   int64_t draft_row_stride;    /* (host) elements, >= vocab_size. 0 = vocab_size */

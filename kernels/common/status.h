@@ -18,7 +18,12 @@ constexpr int32_t kReqEmptyRow = 64;       // a row had no finite, unbanned, all
 constexpr int32_t kReqBadSlot = 128;       // stash: slot out of range, request skipped
 constexpr int32_t kReqBadPolicy = 256;     // reveal: unknown policy, TOP_N used
 constexpr int32_t kReqBadPosition = 512;   // reveal: a position outside the canvas
+constexpr int32_t kReqBadRowOffsets = 2048;  // row offsets reversed / out of range: no rows
+constexpr int32_t kReqBadDraftCount = 4096;  // verify: draft count outside [0, n]: clamped
 constexpr int32_t kReqBadEntropyBound = 8192;  // reveal ENTROPY_BOUND: NaN or negative, 0 used
+constexpr int32_t kReqBadTokenId = 16384;      // stash / verify: an input token id outside [0, V)
+constexpr int32_t kReqBadNumTokenIds = 32768;  // stash: num_token_ids outside [0, num_top]
+constexpr int32_t kReqBadRevealParam = 65536;  // reveal: NaN threshold, bad factor / position T
 
 }  // namespace dds
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "../common/launch.cuh"
+#include "../common/offsets.h"
 #include "../common/rng.h"
 #include "../common/status.h"
 
@@ -195,13 +196,17 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   __shared__ double s_red_d[kThreads / 32];
   __shared__ SelSmem sm;
   const int32_t r = blockIdx.x;
-  // Device row offsets are clamped to [0, num_rows) so that bad ones never read or write out of
-  // bounds (the CPU backend rejects them on the host).
-  const int32_t b = min(max(p.row_offsets ? p.row_offsets[r] : r, 0), p.num_rows);
-  const int32_t e = min(max(p.row_offsets ? p.row_offsets[r + 1] : r + 1, b), p.num_rows);
-  const int32_t nrows = e > b ? e - b : 0;
+  // The row_offsets rule (common/offsets.h): the CTA handles the rows [b, e) the search gives
+  // request r (a partition of the rows: no two CTAs write one row): its own rows when its offsets
+  // are good, else its orphan rows, never eligible. Default position: i - row_offsets[r].
+  const int32_t rb = p.row_offsets ? p.row_offsets[r] : r;
+  const bool rows_ok = offsets::good(rb, p.row_offsets ? p.row_offsets[r + 1] : r + 1, r,
+                                     p.num_requests, p.num_rows);
+  int32_t b, e;
+  offsets::rows_of(p.row_offsets, p.num_requests, p.num_rows, r, &b, &e);
+  const int32_t nrows = e - b, d = rows_ok ? b - rb : 0;  // (orphan rows: no position used)
   int32_t* canvas = p.canvas ? p.canvas + (int64_t)r * p.canvas_stride : nullptr;
-  int32_t status = 0;
+  int32_t status = rows_ok ? 0 : kReqBadRowOffsets;
   uint64_t* pk = p.ws_key + b;
   uint64_t* tb = p.ws_tie + b;
 
@@ -232,15 +237,18 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
   const uint64_t seed = p.seeds ? p.seeds[r] : p.seed;
   const uint32_t step = p.steps ? p.steps[r] : p.step;
   float tau = p.position_temperatures ? p.position_temperatures[r] : p.position_temperature;
+  if (isnan(tau) || tau < 0.f) status |= kReqBadRevealParam;
   if (!(tau > 0.f) || isinf(tau)) tau = 0.f;
   const float thr = p.thresholds ? p.thresholds[r] : p.threshold;
+  if (isnan(thr)) status |= kReqBadRevealParam;
+  if (p.factors && (!isfinite(p.factors[r]) || p.factors[r] < 0.f)) status |= kReqBadRevealParam;
 
   // Pass 1: eligibility, ranking keys (to the workspace), counts.
   int32_t m_local = 0, thr_local = 0, bad_local = 0;
   for (int32_t j = threadIdx.x; j < nrows; j += kThreads) {
     const int32_t i = b + j;
-    const int32_t pos = p.positions ? p.positions[i] : j;
-    bool ok = p.eligible ? p.eligible[i] != 0 : true;
+    const int32_t pos = p.positions ? p.positions[i] : j + d;
+    bool ok = rows_ok && (p.eligible ? p.eligible[i] != 0 : true);
     if (canvas && (pos < 0 || pos >= p.canvas_length)) {
       if (ok) bad_local = 1;
       ok = false;
@@ -352,7 +360,7 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
     const uint64_t a = pk[j];
     const bool rev = n > 0 && a != 0 && (a > kn || (a == kn && tb[j] >= tn));
     p.reveal[i] = rev ? 1 : 0;
-    if (rev && canvas) canvas[p.positions ? p.positions[i] : j] = p.tokens[i];
+    if (rev && canvas) canvas[p.positions ? p.positions[i] : j + d] = p.tokens[i];
   }
   if (p.num_revealed && threadIdx.x == 0) p.num_revealed[r] = n;
   if (p.finished) {

@@ -85,7 +85,9 @@ __global__ void status_kernel(SampleParams P) {
   if (r >= P.num_requests) return;
   const Req q = load_req(P, r);
   int st = q.status;
-  const int b = max(0, q.row_begin), e = min(P.num_rows, q.row_end);
+  // Row i's DDS_REQ_EMPTY_ROW goes to request find(i) (common/offsets.h rows_of).
+  int b, e;
+  offsets::rows_of(P.row_offsets, P.num_requests, P.num_rows, r, &b, &e);
   for (int row = b; row < e; ++row)
     if (P.rowinfo[row].empty) {
       st |= kReqEmptyRow;

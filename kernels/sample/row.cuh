@@ -4,6 +4,7 @@
 #ifndef DDS_KERNELS_SAMPLE_ROW_CUH_
 #define DDS_KERNELS_SAMPLE_ROW_CUH_
 
+#include "../common/offsets.h"
 #include "params.cuh"
 
 namespace dds {
@@ -87,8 +88,15 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   q.g = g;
   q.guided = false;
   q.ufirst = 0;
-  // A request whose own device row range is inconsistent is never guided (flagged below).
-  const bool rows_ok = q.row_begin >= 0 && q.row_end >= q.row_begin && q.row_end <= P.num_rows;
+  // The row_offsets rule (common/offsets.h): a request whose offsets are not good owns no rows,
+  // is flagged and never guided; the rows find_request gives it (orphans) are keyed by their
+  // index in the call (row_begin = 0). A good request's rows always lie in its range.
+  const bool rows_ok = !P.row_offsets ||
+                       offsets::good(q.row_begin, q.row_end, r, P.num_requests, P.num_rows);
+  if (!rows_ok) {
+    q.status |= kReqBadRowOffsets;
+    q.row_begin = q.row_end = 0;
+  }
   if (P.uncond != nullptr && g != 0.f) {
     long long first = P.uncond_row_offsets ? (long long)__ldg(P.uncond_row_offsets + r)
                                            : (long long)q.row_begin;

@@ -5,6 +5,7 @@
 #ifndef DDS_KERNELS_SHARD_ROW_H_
 #define DDS_KERNELS_SHARD_ROW_H_
 
+#include "../common/offsets.h"
 #include "records.h"
 
 namespace dds {
@@ -168,6 +169,9 @@ DDS_HD Params request_params(const Args& a, int32_t r) {
   q.status = 0;
   int32_t rb, re;
   request_rows(a, r, &rb, &re);
+  // The row_offsets rule (common/offsets.h): flagged offsets own no rows, are never guided.
+  const bool rows_ok = offsets::good(rb, re, r, a.num_requests, a.num_rows);
+  if (!rows_ok) q.status |= kReqBadRowOffsets;
   float T = a.temperatures ? a.temperatures[r] : a.temperature;
   if (f_isnan(T) || T < 0.f || f_isinf(T)) {
     T = 1.f;
@@ -192,7 +196,7 @@ DDS_HD Params request_params(const Args& a, int32_t r) {
   if (a.uncond_logits != nullptr && g != 0.f) {
     const int64_t first = a.uncond_row_offsets == nullptr ? (int64_t)rb : a.uncond_row_offsets[r];
     if (a.uncond_row_offsets == nullptr || first >= 0) {
-      if (first < 0 || first + (re - rb) > a.uncond_num_rows) {
+      if (!rows_ok || first < 0 || first + (re - rb) > a.uncond_num_rows) {
         q.status |= kReqBadUncondRows;
       } else {
         q.guided = true;
@@ -224,16 +228,9 @@ DDS_HD Params request_params(const Args& a, int32_t r) {
   return q;
 }
 
-// Request of row i (last r with row_offsets[r] <= i, skipping empty requests).
+// Request of row i (last r with row_offsets[r] <= i, skipping empty requests; common/offsets.h).
 DDS_HD int32_t row_request(const Args& a, int32_t i) {
-  if (!a.row_offsets) return i;
-  int32_t lo = 0, hi = a.num_requests;
-  while (hi - lo > 1) {
-    const int32_t mid = (lo + hi) >> 1;
-    if (a.row_offsets[mid] <= i) lo = mid;
-    else hi = mid;
-  }
-  return lo;
+  return offsets::find(a.row_offsets, a.num_requests, i);
 }
 
 // Everything a row needs: the arguments (normalised: strides resolved), the shard, the plan.
@@ -286,7 +283,8 @@ DDS_HD void make_row(const Call& c, int32_t i, bool with_order, Row* w) {
   w->req = row_request(c.a, i);
   int32_t rb, re;
   request_rows(c.a, w->req, &rb, &re);
-  w->j = i - rb;
+  // An orphan row (its request's offsets flagged) is keyed by its index in the call.
+  w->j = offsets::good(rb, re, w->req, c.a.num_requests, c.a.num_rows) ? i - rb : i;
   w->pos = (uint32_t)(c.a.positions ? c.a.positions[i] : w->j);
   w->q = call_params(c, w->req);
   w->nranks = 0;

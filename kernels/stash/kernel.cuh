@@ -7,6 +7,7 @@
 #ifndef DDS_KERNELS_STASH_KERNEL_CUH_
 #define DDS_KERNELS_STASH_KERNEL_CUH_
 
+#include "../common/offsets.h"
 #include "tile.cuh"
 
 namespace dds {
@@ -42,20 +43,39 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
     int cnt = 0, status = 0;
     if (cum[r]) {
       const int slot = P.slots ? P.slots[r] : r;
-      int rb = P.row_offsets ? P.row_offsets[r] : r;
-      int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+      const int rb = P.row_offsets ? P.row_offsets[r] : r;
+      const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
       const int nvr = P.num_valid ? P.num_valid[r] : 0;
       const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-      if (slot < 0 || slot >= P.num_slots) {
-        status = kReqBadSlot;
+      // The row_offsets rule (common/offsets.h): flagged offsets own no rows; a good request
+      // owns [lo, hi) of its range (all of it unless invalid offsets elsewhere take some).
+      const bool rows_ok = offsets::good(rb, re, r, R, P.num_rows);
+      const bool slot_ok = slot >= 0 && slot < P.num_slots;
+      if (!rows_ok || !slot_ok) {
+        status = (rows_ok ? 0 : kReqBadRowOffsets) | (slot_ok ? 0 : kReqBadSlot);
       } else {
-        rb = max(rb, 0);
-        re = min(re, P.num_rows);
-        const int nrows = max(re - rb, 0);
+        int lo, hi;
+        offsets::rows_of(P.row_offsets, R, P.num_rows, r, &lo, &hi);
+        const int nrows = re - rb;
         int nv = P.num_valid ? nvr : nrows;
         nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
-        cnt = nv;
+        cnt = max(0, min(nv, hi - rb) - (lo - rb));
         if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+        // The input token ids of the stashed rows (CTA 0 only: it writes the status).
+        if (blockIdx.x == 0 && P.req_status) {
+          if (P.token_ids) {
+            int nid = P.num_token_ids ? P.num_token_ids[r] : P.n;
+            if (nid < 0 || nid > P.n) status |= kReqBadNumTokenIds;
+            nid = max(0, min(nid, P.n));
+            for (int e = 0; e < nid; ++e) {
+              const int t = P.token_ids[(int64_t)r * P.n + e];
+              if (t < 0 || t >= P.V) status |= kReqBadTokenId;
+            }
+          }
+          if (P.committed)
+            for (int i = lo; i < lo + cnt; ++i)
+              if (P.committed[i] < 0 || P.committed[i] >= P.V) status |= kReqBadTokenId;
+        }
       }
     }
     if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
@@ -167,9 +187,12 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
       else hi = mid;
     }
     const int r = lo;
-    const int j = q - cum[r];
-    const int rb = max(P.row_offsets ? P.row_offsets[r] : r, 0);
-    const int i = rb + j;
+    // Item q - cum[r] of request r is its owned row own_lo + (q - cum[r]), slot row j = i - rb.
+    int own_lo, own_hi;
+    offsets::rows_of(P.row_offsets, R, P.num_rows, r, &own_lo, &own_hi);
+    const int rb = P.row_offsets ? P.row_offsets[r] : r;
+    const int i = own_lo + (q - cum[r]);
+    const int j = i - rb;
     const int slot = P.slots ? P.slots[r] : r;
     float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
     if (isnan(Tm) || Tm < 0.f || isinf(Tm)) Tm = 1.f;

@@ -30,6 +30,7 @@
 
 #include "../common/dtype.h"
 #include "../common/launch.cuh"
+#include "../common/offsets.h"
 #include "../common/rng.h"
 #include "../common/status.h"
 
@@ -115,8 +116,7 @@ struct Req {
 __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   Req q;
   q.status = 0;
-  int32_t nr = P.draft_counts ? P.draft_counts[r] : P.n;
-  q.nr = max(0, min(nr, P.n));
+  q.nr = offsets::draft_count(P.draft_counts ? P.draft_counts[r] : P.n, P.n, &q.status);
   float T = P.temps ? P.temps[r] : P.temp;
   if (isnan(T) || T < 0.f || isinf(T)) {
     T = 1.f;
@@ -684,8 +684,11 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
       int32_t st = q.status;
       for (int32_t e = 0; e <= q.nr; ++e)
         if (target_info(P, r, e).mode == kModeEmpty) st |= kReqEmptyRow;
-      for (int32_t e = 0; e < q.nr; ++e)
+      for (int32_t e = 0; e < q.nr; ++e) {
         if (draft_info(P, r, e).mode == kModeEmpty) st |= kReqEmptyRow;
+        const int32_t d = P.draft_tokens[(int64_t)r * P.n + e];
+        if (d < 0 || d >= P.V) st |= kReqBadTokenId;
+      }
       P.request_status[r] = st;
     }
   }

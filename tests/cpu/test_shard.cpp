@@ -3,6 +3,7 @@
 // unsharded dds_sample (tokens identical except counted near-ties; here the count must be 0).
 #include <dds/dds_shard.h>
 
+#include "hostile_cases.h"
 #include "test_util.h"
 
 using namespace tu;
@@ -426,6 +427,47 @@ TEST_CASE("shard: mixed per-request parameters, ragged and empty requests, posit
       ShardRun sr = run_sharded(V, a, make_slices(V, R, R == 2 ? "even" : "tiny", 9), R == 5, 64,
                                 false);
       CHECK(compare(sr.out, ref, rows) == 0);
+    }
+  }
+}
+
+TEST_CASE("shard: hostile row_offsets (tests/hostile_cases.h) give dds_sample's rows and bits") {
+  const int32_t V = 3500, rows = hostile::kRows, reqs = hostile::kReqs;
+  std::vector<float> lf = make_logits(V, rows, 11), un = make_logits(V, rows, 12);
+  for (float& u : un)
+    if (u == -kInf) u = 0.f;
+  const std::vector<float> T = {1.f, 0.7f, 1.3f, 0.f}, G = {1.5f, 0.f, 2.f, 1.f}, P = {1.f, 0.9f, 0.8f, 1.f};
+  const std::vector<int32_t> K = {5, 0, 30, 0};
+  const std::vector<uint64_t> seeds = {11, 22, 33, 44};
+  int32_t nc;
+  const hostile::OffsetsCase* cs = hostile::cases(&nc);
+  for (int32_t k = 0; k < nc; ++k) {
+    for (int guided = 0; guided < 2; ++guided) {
+      CAPTURE(cs[k].name);
+      CAPTURE(guided);
+      dds_sample_args a = sample_args();
+      a.num_rows = rows;
+      a.num_requests = reqs;
+      a.row_offsets = cs[k].offs;
+      a.logits = lf.data();
+      if (guided) {  // uncond rows mirror the logits rows: flagged requests are never guided
+        a.uncond_logits = un.data();
+        a.uncond_num_rows = rows;
+        a.guidance_scales = G.data();
+      }
+      a.temperatures = T.data();
+      a.top_ks = K.data();
+      a.top_ps = P.data();
+      a.seeds = seeds.data();
+      Sampler s(V, rows, reqs);
+      Outputs ref = run_sample(s, a);
+      for (int32_t r = 0; r < reqs; ++r)
+        CHECK((ref.status[r] & DDS_REQ_BAD_ROW_OFFSETS) == cs[k].flagged[r]);
+      for (int32_t R : {2, 5}) {
+        ShardRun sr = run_sharded(V, a, make_slices(V, R, R == 2 ? "even" : "tiny", 9), R == 5, 64,
+                                  false);
+        CHECK(compare(sr.out, ref, rows) == 0);
+      }
     }
   }
 }

@@ -200,7 +200,8 @@ TEST_CASE("stash: own token ids, committed tokens, out-of-range ids, -inf column
   CHECK(o.rank(1, 0, 2) == 0);
   // Request 1 has one row: slot 1 row 1 untouched.
   CHECK(o.row_untouched(1, 1));
-  CHECK(o.status == std::vector<int32_t>{0, 0});
+  // Request 1's committed 7 and id 99 are outside [0, V): flagged (the outputs as above).
+  CHECK(o.status == std::vector<int32_t>{0, DDS_REQ_BAD_TOKEN_ID});
 
   // token_ids given but num_token_ids NULL: num_top ids each.
   a.num_token_ids = nullptr;

@@ -7,6 +7,8 @@ EmuBlock* g_blk;
 #include <dds/dds.h>
 #include <cstdio>
 #include <random>
+
+#include "../hostile_cases.h"
 using namespace dds;
 
 int main() {
@@ -17,8 +19,12 @@ int main() {
   std::mt19937 rng(2024);
   int bad_total = 0;
   struct Sh { int R, max_rows, L; };
-  for (Sh sh : {Sh{1, 1, 4}, Sh{3, 7, 16}, Sh{20, 64, 64}, Sh{16, 300, 300}, Sh{2, -3000, 3000}, Sh{1, -5000, 5000}, Sh{40, 40, 64}}) {
-   for (int variant = 0; variant < 3; ++variant) {
+  // The last shape, 4 requests of 16 rows, runs once per hostile row_offsets case of
+  // tests/hostile_cases.h (variant = the case; odd cases with positions NULL).
+  for (Sh sh : {Sh{1, 1, 4}, Sh{3, 7, 16}, Sh{20, 64, 64}, Sh{16, 300, 300}, Sh{2, -3000, 3000}, Sh{1, -5000, 5000}, Sh{40, 40, 64},
+                Sh{hostile::kReqs, -16, 64}}) {
+   const bool hz = sh.R == hostile::kReqs && sh.max_rows == -16;
+   for (int variant = 0; variant < (hz ? 4 : 3); ++variant) {
     const int R = sh.R, L = sh.L;
     std::vector<int32_t> offs{0}, pos, pol, counts, sl, tokens, canvas;
     std::vector<float> scores, thr, fac, pt, eb; std::vector<uint8_t> elig; std::vector<uint64_t> seeds; std::vector<uint32_t> steps;
@@ -46,15 +52,22 @@ int main() {
     for (auto& t : tokens) if (t == 49) t = 61;
     std::vector<uint8_t> rev(rows, 9), rev2(rows, 9); std::vector<int32_t> nrev(R, -5), nrev2(R, -5), fin(R, -5), fin2(R, -5), st(R, -5), st2(R, -5);
     std::vector<int32_t> can1 = canvas, can2 = canvas;
+    if (hz) {
+      int32_t nc;
+      const int32_t* h = hostile::cases(&nc)[variant].offs;
+      offs.assign(h, h + R + 1);
+      if (variant % 2) pos.clear();
+    }
+    const int32_t* posp = pos.empty() ? nullptr : pos.data();
     dds_reveal_args a; dds_reveal_args_init(&a, sizeof a);
-    a.num_rows = rows; a.num_requests = R; a.row_offsets = offs.data(); a.positions = pos.data(); a.scores = scores.data(); a.eligible = elig.data();
+    a.num_rows = rows; a.num_requests = R; a.row_offsets = offs.data(); a.positions = posp; a.scores = scores.data(); a.eligible = elig.data();
     a.policies = pol.data(); a.counts = counts.data(); a.steps_left = sl.data(); a.thresholds = thr.data(); a.factors = fac.data();
     a.entropy_bounds = eb.data();
     a.position_temperatures = pt.data(); a.seeds = seeds.data(); a.steps = steps.data(); a.canvas = can1.data(); a.canvas_length = L; a.canvas_stride = L;
     a.tokens = tokens.data(); a.mask_token = 60; a.eos_token = 61; a.reveal = rev.data(); a.num_revealed = nrev.data(); a.finished = fin.data(); a.request_status = st.data();
     if (dds_reveal(s, &a, nullptr) != DDS_OK) { printf("cpu fail %s\n", dds_last_error()); return 1; }
     reveal::Params p{};
-    p.num_rows = rows; p.num_requests = R; p.row_offsets = offs.data(); p.positions = pos.data(); p.scores = scores.data(); p.eligible = elig.data();
+    p.num_rows = rows; p.num_requests = R; p.row_offsets = offs.data(); p.positions = posp; p.scores = scores.data(); p.eligible = elig.data();
     p.policies = pol.data(); p.policy = 0; p.counts = counts.data(); p.count = 1; p.steps_left = sl.data(); p.thresholds = thr.data(); p.factors = fac.data();
     p.entropy_bounds = eb.data(); p.entropy_bound = 0.1f;
     p.position_temperatures = pt.data(); p.seeds = seeds.data(); p.steps = steps.data(); p.canvas = can2.data(); p.canvas_stride = L; p.canvas_length = L;

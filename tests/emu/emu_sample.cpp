@@ -19,6 +19,7 @@ EmuBlock* g_blk;
 #include "dtype.h"
 #include "sample/sample.cuh"
 #include "sample_params.h"
+#include "../hostile_cases.h"
 #include <string>
 using namespace dds::ksample;
 static const float kInf = INFINITY;
@@ -103,6 +104,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
 
 dds::ksample::SamplePlanOverrides g_plan;
 int g_ban = 3;
+int g_hostile = -1;  // mode item hostile=K: case K of tests/hostile_cases.h (64 rows, 4 requests)
 struct Out { std::vector<int32_t> tok, amax, st; std::vector<float> lp, conf, mar, ent, probs; };
 
 void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
@@ -113,6 +115,12 @@ void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
   a.uncond_logits = pb.ucd.data(); a.uncond_row_stride = pb.V; a.uncond_num_rows = pb.rows; a.uncond_row_offsets = pb.uoffs.data();
   a.guidance_scales = pb.G.data(); a.temperatures = pb.T.data(); a.top_ks = pb.K.data(); a.top_ps = pb.P.data(); a.min_ps = pb.MP.data();
   a.seeds = pb.seeds.data(); a.steps = pb.steps.data(); a.banned_token = g_ban; a.stats = pb.stats;
+  if (g_hostile >= 0) {  // the hostile row_offsets, positions NULL (orphan rows keyed by i)
+    int32_t n;
+    a.num_requests = hostile::kReqs;
+    a.row_offsets = hostile::cases(&n)[g_hostile].offs;
+    a.positions = nullptr;
+  }
   o.tok.assign(pb.rows, -7); o.amax.assign(pb.rows, -7); o.st.assign(pb.rows, -7);
   o.lp.assign(pb.rows, NAN); o.conf.assign(pb.rows, NAN); o.mar.assign(pb.rows, NAN); o.ent.assign(pb.rows, NAN);
   o.probs.assign((size_t)pb.rows * pb.V, NAN);
@@ -130,6 +138,7 @@ void parse_mode(const char* s) {
     const char* e = strchr(p, ',');
     std::string item(p, e ? (size_t)(e - p) : strlen(p));
     if (item.rfind("ban=", 0) == 0) g_ban = atoi(item.c_str() + 4);
+    else if (item.rfind("hostile=", 0) == 0) g_hostile = atoi(item.c_str() + 8);
     else plan += (plan.empty() ? "" : ",") + item;
     p = e ? e + 1 : p + strlen(p);
   }
@@ -203,6 +212,7 @@ int main(int argc, char** argv) {
     }
     parse_mode(m.c_str());
   }
+  if (g_hostile >= 0 && rows != hostile::kRows) { printf("hostile=K needs %d rows\n", hostile::kRows); return 2; }
   Prob pb = make(V, rows, dtype, 1234 + V, stats);
   dds_sampler_config c; dds_sampler_config_init(&c, sizeof c);
   c.backend = DDS_BACKEND_CPU; c.vocab_size = V; c.max_rows = rows; c.max_requests = rows;

@@ -1,5 +1,5 @@
 // Host-emulated CUDA dds_stash_logprobs kernel (kernels/stash/, see run_stash.sh) against the CPU
-// backend: ragged requests, some not kept, bad slots, committed tokens or the argmax, the
+// backend: ragged requests, some not kept, bad slots, out-of-range ids, committed tokens or the argmax, the
 // requests' own ids or the top-n, log-probs or tempered logits; ids and ranks exact, values within
 // 1e-5 relative, slots of requests not kept untouched (poisoned outputs compared whole). The
 // kernel runs as the CUDA backend runs it: the same parameter block and workspace layout
@@ -8,7 +8,8 @@
 // items) with the H200's shared memory per CTA.
 // Usage: emu_stash V n dtype(0 f32, 1 bf16, 2 f16) variant(0 top-n, 1 own ids, 2 logits mode,
 //        3 committed tokens) [sms (default 3) [requests (default 10; > 256: the kept-row scan's
-//        rounds)]]
+//        rounds) [K: instead, 64 rows as 4 requests with case K's hostile row_offsets of
+//        tests/hostile_cases.h, all kept, slot r, 64 rows per slot]]]
 #include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -19,6 +20,7 @@ EmuBlock* g_blk;
 #include "dtype.h"
 #include "stash/stash.cuh"
 #include "stash_params.h"
+#include "../hostile_cases.h"
 
 static const float kInfF = INFINITY;
 
@@ -29,9 +31,15 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(77 + V * 13 + n * 7 + dtype * 3 + variant);
   std::normal_distribution<float> nd(0.f, 1.f);
   // R requests (10) of 0..3 rows; request 3 not kept, request 5 a bad slot, 7 a bad temperature.
-  const int R = argc > 6 ? std::max(10, atoi(argv[6])) : 10;
+  const int hk = argc > 7 ? atoi(argv[7]) : -1;
+  const int R = hk >= 0 ? hostile::kReqs : argc > 6 ? std::max(10, atoi(argv[6])) : 10;
   std::vector<int32_t> offs{0};
   for (int r = 0; r < R; ++r) offs.push_back(offs.back() + (int)(rng() % 4));
+  if (hk >= 0) {
+    int32_t nc;
+    const int32_t* h = hostile::cases(&nc)[hk].offs;
+    offs.assign(h, h + R + 1);  // every case ends at 64 = rows
+  }
   const int rows = offs.back();
   std::vector<float> lg((size_t)rows * V);
   for (int i = 0; i < rows; ++i)
@@ -45,7 +53,7 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < lg.size(); ++k)
     lg16[k] = dtype == 1 ? dds::f32_to_bf16(lg[k]) : dds::f32_to_f16(lg[k]);
   std::vector<uint8_t> keep(R, 1);
-  keep[3] = 0;
+  if (hk < 0) keep[3] = 0;
   std::vector<int32_t> slots(R), nvalid(R), committed(rows), ids((size_t)R * n), nids(R);
   std::vector<float> temps(R);
   for (int r = 0; r < R; ++r) {
@@ -55,10 +63,22 @@ int main(int argc, char** argv) {
     nids[r] = n ? (int)(rng() % (n + 1)) : 0;
     for (int e = 0; e < n; ++e) ids[(size_t)r * n + e] = (int)(rng() % V);
   }
-  slots[5] = R + 2;
-  temps[7] = NAN;
+  if (hk < 0) {
+    slots[5] = R + 2;
+    temps[7] = NAN;
+  } else {
+    for (int r = 0; r < R; ++r) {
+      slots[r] = r;
+      nvalid[r] = 60 - 7 * r;
+    }
+  }
   for (int i = 0; i < rows; ++i) committed[i] = (int)(rng() % V);
-  const int rows_per_slot = 3, E = n + 1;
+  if (hk < 0) {  // out-of-range inputs (DDS_REQ_BAD_TOKEN_ID / _NUM_TOKEN_IDS)
+    if (n > 0) ids[(size_t)2 * n] = -2;
+    nids[6] = n + 3;
+    if (rows > 0) committed[rows / 2] = V + 1;
+  }
+  const int rows_per_slot = hk >= 0 ? hostile::kRows : 3, E = n + 1;
 
   dds_stash_args a;
   dds_stash_args_init(&a, sizeof a);

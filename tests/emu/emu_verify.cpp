@@ -30,6 +30,7 @@ static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
   std::vector<int32_t> counts, drafts, ks; std::vector<float> temps, ps, mps; std::vector<uint64_t> seeds; std::vector<uint32_t> steps;
   for (int r = 0; r < R; ++r) {
     counts.push_back(kind == 0 ? (int)(rng() % (n + 2)) - (r % 7 == 3) : n);
+    if (kind == 0 && r % 5 == 2) counts.back() = r % 2 ? (1 << 30) : INT32_MIN + r;  // hostile: clamped, flagged
     int mode = r % 7;
     temps.push_back(mode == 0 ? 0.f : mode == 2 ? 0.7f : mode == 6 ? NAN : 1.f);
     ks.push_back(mode == 3 ? std::max(1, V / 10) : mode == 5 ? 3 : 0);

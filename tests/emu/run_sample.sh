@@ -5,12 +5,13 @@
 # Checks the kernels' logic on a machine without a GPU (not speed, not the device libm: exp2f
 # stands for ex2.approx; races: racecheck.sh).
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
-#        tests/emu/run_sample.sh <build dir> --quick                    11 cases (CI, CTest label emu)
+#        tests/emu/run_sample.sh <build dir> --quick                    15 cases (CI, CTest label emu)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
 #   plan's overrides (SamplePlanOverrides: small_plain, small_filter, cta, bpw, fuse, direct, fbpw,
-#   top2, cf_wpc, smem_row, exact_all, filter_grid, split) and ban=N (the banned token);
+#   top2, cf_wpc, smem_row, exact_all, filter_grid, split), ban=N (the banned token) and hostile=K
+#   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL);
 #   "A|B": plan A against the CPU and plan B's outputs equal to A's bit for bit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -32,7 +33,8 @@ elif [ "${2:-}" = --quick ]; then
   # One case per dispatch choice, both dtypes and statistics modes.
   for cm in "1025 40 0 1 default" "1025 40 1 1 cta=0" "1025 40 1 0 exact_all=1" "1025 40 1 0 small_plain=0,fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0" \
             "5000 40 1 1 direct=1" "40000 22 1 0 fbpw=3" "40000 22 0 0 smem_row=0" "1025 40 0 0 small_filter=0" \
-            "5000 44 1 1 split=1|split=0"; do
+            "5000 44 1 1 split=1|split=0" \
+            "1025 64 0 0 hostile=0" "1025 64 1 1 hostile=1,small_plain=0,fuse=1" "5000 64 1 0 hostile=2" "40000 64 0 0 hostile=3"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done

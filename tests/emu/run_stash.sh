@@ -4,7 +4,8 @@
 # block (tests/emu/include stands for the CUDA headers). Checks the kernel's logic without a GPU
 # (not races, not speed; exp2f stands for ex2.approx).
 # Usage: tests/emu/run_stash.sh <build dir with libdds.so>             the sweep below
-#        tests/emu/run_stash.sh <build dir> V n dtype variant [sms [requests]]   one case
+#        tests/emu/run_stash.sh <build dir> V n dtype variant [sms [requests [K]]]   one case
+#   (K: the hostile row_offsets case K of tests/hostile_cases.h; the last four cases below)
 #   dtype 0 f32 / 1 bf16 / 2 f16; variant 0 top-n, 1 own ids, 2 logits mode, 3 committed tokens;
 #   sms: the SM count given to the launcher (default 3; the emulation's occupancy is one CTA per
 #   SM). The cases with 40 SMs have rows cut into several chunks (the partial-list merge), 200 and
@@ -24,7 +25,8 @@ if [ -n "${EMU_CASES:-}" ]; then
 else
   cases=("3000 5 0 0" "3000 20 1 1" "3000 5 2 2" "3000 20 0 3" "7 5 1 0" "1025 0 0 0"
          "5000 20 1 3 1" "64 5 0 0 3 600" "70000 40 1 0" "3000 5 1 0 3 200" "32000 5 1 0 40"
-         "32000 20 0 3 40" "66000 32 2 1 40")
+         "32000 20 0 3 40" "66000 32 2 1 40"
+         "3000 5 0 0 3 10 0" "3000 5 1 3 3 10 1" "3000 5 0 1 3 10 2" "32000 20 1 0 40 10 3")
 fi
 for c in "${cases[@]}"; do
   "$out/emu_stash" $c | tail -1 || rc=1

@@ -148,8 +148,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2: num_rows = max_rows + in.ConsumeIntegralInRange<int32_t>(1, 3); must_fail("num_rows", DDS_ERR_CAPACITY); break;
       case 3: num_req = -in.ConsumeIntegralInRange<int32_t>(0, 2); must_fail("num_requests"); break;
       case 4: if (max_req < 8) { num_req = max_req + 1; must_fail("num_requests", DDS_ERR_CAPACITY); } break;
-      case 5: if (has_offsets) { offs[0] = -1; must_fail("row_offsets"); } break;
-      case 6: if (has_offsets) { offs[num_req] = num_rows + 1; must_fail("row_offsets"); } break;
+      case 5: if (has_offsets && debug) { offs[0] = -1; must_fail("row_offsets", DDS_ERR_INVALID_VALUE); } break;
+      case 6: if (has_offsets && debug) { offs[num_req] = num_rows + 1; must_fail("row_offsets", DDS_ERR_INVALID_VALUE); } break;
       case 7: logits_null = true; must_fail("logits", DDS_ERR_NULL_POINTER); break;
       case 8: dtype_arg = in.ConsumeBool() ? 3 : INT32_MIN; must_fail("dtype"); break;
       case 9: row_stride = V > 1 ? V - 1 : -1; must_fail("row_stride"); break;

@@ -1383,7 +1383,8 @@ TEST_CASE("debug mode: bad device-side values are DDS_ERR_INVALID_VALUE naming t
     const SOut o = both(d, c, "debug mode, odd but valid values");
     for (int32_t r = 0; r < R; ++r) CHECK(o.status[r] == 0);
   }
-  // Device row offsets that break the layout rule: refused (debug mode reads them back).
+  // Device row offsets that break the layout rule: DDS_ERR_INVALID_VALUE (debug mode reads them
+  // back; outside debug mode they are flagged DDS_REQ_BAD_ROW_OFFSETS: test_gpu_hostile.cu).
   {
     SCase c = base;
     c.rows = 4;
@@ -1396,7 +1397,7 @@ TEST_CASE("debug mode: bad device-side values are DDS_ERR_INVALID_VALUE naming t
       REQUIRE(dm.ok);
       const dds_status s = dds_sample(d.gpu, &a, st);
       INFO(dds_last_error());
-      CHECK(s == DDS_ERR_INVALID_ARGUMENT);
+      CHECK(s == DDS_ERR_INVALID_VALUE);
       CHECK(contains(dds_last_error(), "row_offsets"));
       DDS_CUDA_CHECK(cudaStreamSynchronize(st));
     }
@@ -1650,7 +1651,10 @@ TEST_CASE("stash hostile: all -inf / NaN rows, +inf, huge values, bad slots, ids
             INFO(what);
             const bool bad_T = std::isnan(T) || T < 0.f || std::isinf(T);
             for (int32_t r : {3, 4, 6}) CHECK(o.status[r] == DDS_REQ_BAD_SLOT);
-            for (int32_t r : {0, 1, 2}) CHECK(o.status[r] == (bad_T ? DDS_REQ_BAD_TEMPERATURE : 0));
+            // Requests 1 and 2 read ids / committed tokens outside [0, V): DDS_REQ_BAD_TOKEN_ID.
+            const int32_t tb = with_ids || with_committed ? DDS_REQ_BAD_TOKEN_ID : 0;
+            for (int32_t r : {0, 1, 2})
+              CHECK(o.status[r] == ((bad_T ? DDS_REQ_BAD_TEMPERATURE : 0) | (r > 0 ? tb : 0)));
             CHECK(o.status[5] == 0);  // not kept: status cleared, outputs untouched
             // Slot 3 belongs to request 5 (not kept) and slot 4 to nobody: untouched.
             const size_t E = (size_t)t.n + 1, per_slot = (size_t)t.rows_per_slot * E;
@@ -1710,7 +1714,16 @@ TEST_CASE("stash hostile: out-of-range num_token_ids and num_valid are clamped l
   for (int32_t mode : {0, 1}) {
     c.logits_mode = mode;
     const TOut o = stash_both(d, c, "clamping, mode " + std::to_string(mode));
-    for (int32_t r = 0; r < R; ++r) CHECK(o.status[r] == 0);
+    // num_token_ids outside [0, n] (requests 0, 4, 5) and used ids outside [0, V) are flagged.
+    for (int32_t r = 0; r < R; ++r) {
+      const int32_t k = std::max(0, std::min(c.nids[r], c.n));
+      int32_t want = (c.nids[r] < 0 || c.nids[r] > c.n) ? DDS_REQ_BAD_NUM_TOKEN_IDS : 0;
+      for (int32_t e = 0; e < k; ++e) {
+        const int32_t t = c.ids[(size_t)r * c.n + e];
+        if (t < 0 || t >= V) want |= DDS_REQ_BAD_TOKEN_ID;
+      }
+      CHECK(o.status[r] == want);
+    }
     // Requests 0 and 1 write no rows: their slots (5, 4) stay poisoned.
     const size_t per_slot = (size_t)c.rows_per_slot * (c.n + 1);
     for (size_t e = 4 * per_slot; e < 6 * per_slot; ++e) CHECK(o.tok[e] == kPoisonI);

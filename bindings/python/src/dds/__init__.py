@@ -35,7 +35,12 @@ REQ_BAD_SLOT: int = _dds.DDS_REQ_BAD_SLOT
 REQ_BAD_POLICY: int = getattr(_dds, "DDS_REQ_BAD_POLICY", 256)
 REQ_BAD_POSITION: int = getattr(_dds, "DDS_REQ_BAD_POSITION", 512)
 REQ_TOO_MANY_ROWS: int = getattr(_dds, "DDS_REQ_TOO_MANY_ROWS", 1024)
+REQ_BAD_ROW_OFFSETS: int = getattr(_dds, "DDS_REQ_BAD_ROW_OFFSETS", 2048)
+REQ_BAD_DRAFT_COUNT: int = getattr(_dds, "DDS_REQ_BAD_DRAFT_COUNT", 4096)
 REQ_BAD_ENTROPY_BOUND: int = _dds.DDS_REQ_BAD_ENTROPY_BOUND
+REQ_BAD_TOKEN_ID: int = getattr(_dds, "DDS_REQ_BAD_TOKEN_ID", 16384)
+REQ_BAD_NUM_TOKEN_IDS: int = getattr(_dds, "DDS_REQ_BAD_NUM_TOKEN_IDS", 32768)
+REQ_BAD_REVEAL_PARAM: int = getattr(_dds, "DDS_REQ_BAD_REVEAL_PARAM", 65536)
 
 __all__ = [
     "ArgumentError", "Error", "RevealResult", "SampleResult", "Sampler", "StashResult",
@@ -45,7 +50,8 @@ __all__ = [
     "__version__", "version_number",
     "REQ_BAD_TEMPERATURE", "REQ_BAD_GUIDANCE", "REQ_BAD_TOP_K", "REQ_BAD_TOP_P", "REQ_BAD_MIN_P",
     "REQ_BAD_UNCOND_ROWS", "REQ_EMPTY_ROW", "REQ_BAD_SLOT", "REQ_BAD_POLICY", "REQ_BAD_POSITION",
-    "REQ_TOO_MANY_ROWS", "REQ_BAD_ENTROPY_BOUND",
+    "REQ_TOO_MANY_ROWS", "REQ_BAD_ROW_OFFSETS", "REQ_BAD_DRAFT_COUNT", "REQ_BAD_ENTROPY_BOUND",
+    "REQ_BAD_TOKEN_ID", "REQ_BAD_NUM_TOKEN_IDS", "REQ_BAD_REVEAL_PARAM",
 ]
 
 if "torch" in sys.modules:  # torch first, then dds: torch.ops.dds.* exist from now on

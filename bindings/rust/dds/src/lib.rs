@@ -156,8 +156,21 @@ pub mod request_status {
     pub const BAD_POSITION: i32 = sys::DDS_REQ_BAD_POSITION as i32;
     /// CUDA reveal: a request with more than 4096 rows was not processed.
     pub const TOO_MANY_ROWS: i32 = sys::DDS_REQ_TOO_MANY_ROWS as i32;
+    /// Row offsets of the request reversed or outside `[0, num_rows]` (or a bad first / last
+    /// offset): the request owns no rows (docs/sampling.md §1).
+    pub const BAD_ROW_OFFSETS: i32 = sys::DDS_REQ_BAD_ROW_OFFSETS as i32;
+    /// Verify: draft count outside `[0, num_drafts]`: clamped.
+    pub const BAD_DRAFT_COUNT: i32 = sys::DDS_REQ_BAD_DRAFT_COUNT as i32;
     /// Reveal ENTROPY_BOUND: a NaN or negative entropy bound; 0 used.
     pub const BAD_ENTROPY_BOUND: i32 = sys::DDS_REQ_BAD_ENTROPY_BOUND as i32;
+    /// Stash / verify: an input token id outside `[0, vocab_size)` (stash: written as given with
+    /// value -inf, rank 0; verify: the draft is rejected).
+    pub const BAD_TOKEN_ID: i32 = sys::DDS_REQ_BAD_TOKEN_ID as i32;
+    /// Stash: `num_token_ids` outside `[0, num_top]`: clamped.
+    pub const BAD_NUM_TOKEN_IDS: i32 = sys::DDS_REQ_BAD_NUM_TOKEN_IDS as i32;
+    /// Reveal: a NaN threshold, a NaN / infinite / negative factor, or a NaN / negative position
+    /// temperature (used as docs/sampling.md §1 says).
+    pub const BAD_REVEAL_PARAM: i32 = sys::DDS_REQ_BAD_REVEAL_PARAM as i32;
 }
 
 /// Version of the loaded libdds as `(major, minor, patch)`.
