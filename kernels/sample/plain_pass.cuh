@@ -47,13 +47,13 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
       rec.el = en;
     } else {
       if (!q.greedy) {
-        const float ma = xform(M, q.invT);
+        const float ma = row::temper(M, q.invT);
         const float invT = q.invT;
         float s = 0.f, en = 0.f;
         if (want_e) {
 #pragma unroll
           for (int e = 0; e < N; ++e) {
-            const float d = fmaxf((xform(get(e), invT) - ma) * kLog2e, -1000.f);
+            const float d = fmaxf((row::temper(get(e), invT) - ma) * kLog2e, -1000.f);
             const float x = ex2(d);
             s += x;
             en = fmaf(x, d, en);
@@ -61,7 +61,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
           rec.ea = warp_sum(en) * kLn2;
         } else {
 #pragma unroll
-          for (int e = 0; e < N; ++e) s += ex2((xform(get(e), invT) - ma) * kLog2e);
+          for (int e = 0; e < N; ++e) s += ex2((row::temper(get(e), invT) - ma) * kLog2e);
         }
         rec.sa = warp_sum(s);
       }
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
       cr[j] = j < PFN ? pre[j]
                       : *reinterpret_cast<const uint4*>(crow + blk * kB + j * 32 * VEC + lane * VEC);
     if (blk + 1 < b1 && (blk + 2) * kB <= P.V) prefetch(blk + 1);
-    const int bo = P.banned - blk * kB;
+    const int bo = ban_of(P).token - blk * kB;  // (ban_block, split around the packed maxima)
     const bool ban_here = bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane;
     const int ban_idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
     if constexpr (DT != 0) {
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
       m1 = neg_inf();
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
-        lv[e] = sanitize_fast(lv[e]);
+        lv[e] = row::sanitize(lv[e]);
         m1 = fmaxf(m1, lv[e]);
       }
       M = warp_max(m1);

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         int nv = P.num_valid ? nvr : nrows;
         nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
         cnt = nv;
-        if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+        if (rule::temperature_bad(Tm)) status |= kReqBadTemperature;
       }
     }
     if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
@@ -171,11 +171,9 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
     const int rb = max(P.row_offsets ? P.row_offsets[r] : r, 0);
     const int i = rb + j;
     const int slot = P.slots ? P.slots[r] : r;
-    float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-    if (isnan(Tm) || Tm < 0.f || isinf(Tm)) Tm = 1.f;
-    if (Tm == 0.f) Tm = 1.f;
-    float invT = 1.0f / Tm;
-    if (isinf(invT)) invT = 1.f;
+    int32_t tstatus = 0;  // (flagged by the counting pass)
+    const rule::Tempering tt = rule::temperature(P.temperatures ? P.temperatures[r] : P.temperature, &tstatus);
+    const float invT = tt.greedy ? 1.f : tt.invT;  // a stash of T = 0 keeps the untempered values
     const bool scaled = invT != 1.0f;
     int n_ids = 0;
     if (P.token_ids) {

@@ -15,6 +15,8 @@
 
 #include "../common/device.cuh"
 #include "../common/dtype.h"
+#include "../common/request.h"
+#include "../common/row.h"
 #include "../common/warp.cuh"
 #include "params.cuh"
 
@@ -24,10 +26,10 @@ namespace stash {
 constexpr float kInf = __builtin_huge_valf();
 constexpr unsigned kFull = 0xffffffffu;
 
-// NaN -> -inf, +inf -> FLT_MAX, times invT, +inf -> FLT_MAX (exactly the CPU's order).
+// NaN -> -inf, +inf -> FLT_MAX (row::sanitize), times invT, +inf -> FLT_MAX (exactly the CPU's
+// order; a stash keeps a product that overflows to -inf at -inf).
 __device__ __forceinline__ float full_value(float x, float invT) {
-  x = fminf(fmaxf(x, -kInf), FLT_MAX);
-  return fminf(x * invT, FLT_MAX);
+  return fminf(row::sanitize(x) * invT, FLT_MAX);
 }
 __device__ __forceinline__ uint64_t make_key(float v, int32_t idx) {
   uint32_t u = __float_as_uint(v);
@@ -52,26 +54,23 @@ __device__ __forceinline__ int warp_incl_scan(int v, int lane) {
   return v;
 }
 
-// One element as fp32 (the given ids' values).
+// The CUDA element type of dtype DT (the tile loads use the packed bf16x2 / half2 forms).
+template <int DT>
+struct StashType {
+  using T = typename std::conditional<DT == kDtypeF32, float,
+                                      typename std::conditional<DT == kDtypeBF16, __nv_bfloat16, __half>::type>::type;
+};
+
+// One element as fp32 (the given ids' values): the conversions of kernels/common/row.h (Elt).
 template <typename T>
-struct Elem;
-template <>
-struct Elem<float> {
-  static constexpr int VEC = 4;
-  __device__ static float one(const float* p) { return __ldg(p); }
-};
-template <>
-struct Elem<__nv_bfloat16> {
-  static constexpr int VEC = 8;
-  __device__ static float one(const __nv_bfloat16* p) {
-    return bf16_to_f32(__ldg(reinterpret_cast<const unsigned short*>(p)));
+struct Elem {
+  static constexpr int DT = std::is_same<T, float>::value            ? kDtypeF32
+                            : std::is_same<T, __nv_bfloat16>::value ? kDtypeBF16
+                                                                     : kDtypeF16;
+  static constexpr int VEC = Elt<DT>::VEC;
+  __device__ static float one(const T* p) {
+    return Elt<DT>::cvt(__ldg(reinterpret_cast<const typename Elt<DT>::T*>(p)));
   }
-};
-template <>
-struct Elem<__half> {
-  static constexpr int VEC = 8;
-  // (the hardware conversion: dtype.h's f16_to_f32 is the same value in more instructions)
-  __device__ static float one(const __half* p) { return __half2float(__ldg(p)); }
 };
 
 // Element (within the tile) held by register i of lane `lane`.

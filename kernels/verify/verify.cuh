@@ -30,7 +30,9 @@
 
 #include "../common/dtype.h"
 #include "../common/launch.cuh"
+#include "../common/request.h"
 #include "../common/rng.h"
+#include "../common/row.h"
 #include "../common/status.h"
 
 namespace dds {
@@ -98,7 +100,7 @@ inline size_t workspace_bytes(int32_t vocab, int32_t max_rows, int32_t max_reque
   return a + (size_t)(max_requests > 0 ? max_requests : 1) * nb * sizeof(BlockSums);
 }
 
-// Per-request parameters after the sanitisation rules of docs/sampling.md §1 (as the CPU's
+// Per-request parameters after the rules of kernels/common/request.h (as the CPU's
 // request_params, without guidance).
 struct Req {
   int32_t nr;
@@ -117,38 +119,12 @@ __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   q.status = 0;
   int32_t nr = P.draft_counts ? P.draft_counts[r] : P.n;
   q.nr = max(0, min(nr, P.n));
-  float T = P.temps ? P.temps[r] : P.temp;
-  if (isnan(T) || T < 0.f || isinf(T)) {
-    T = 1.f;
-    q.status |= kReqBadTemperature;
-  }
-  q.greedy = false;
-  q.invT = 1.f;
-  if (T == 0.f) {
-    q.greedy = true;
-  } else {
-    q.invT = __fdiv_rn(1.0f, T);
-    if (isinf(q.invT)) q.greedy = true;
-  }
-  int32_t k = P.ks ? P.ks[r] : P.k;
-  if (k < 0) {
-    k = 0;
-    q.status |= kReqBadTopK;
-  }
-  q.k = k;
-  float p = P.ps ? P.ps[r] : P.p;
-  if (isnan(p)) {
-    p = 1.f;
-    q.status |= kReqBadTopP;
-  }
-  q.p = p;
-  float mp = P.minps ? P.minps[r] : P.minp;
-  if (isnan(mp) || mp < 0.f) {
-    mp = 0.f;
-    q.status |= kReqBadMinP;
-  }
-  if (mp > 1.f) mp = 1.f;
-  q.minp = mp;
+  const rule::Tempering t = rule::temperature(P.temps ? P.temps[r] : P.temp, &q.status);
+  q.greedy = t.greedy;
+  q.invT = t.invT;
+  q.k = rule::top_k(P.ks ? P.ks[r] : P.k, &q.status);
+  q.p = rule::top_p(P.ps ? P.ps[r] : P.p, &q.status);
+  q.minp = rule::min_p(P.minps ? P.minps[r] : P.minp, &q.status);
   q.seed = P.seeds ? P.seeds[r] : P.seed;
   q.step = P.steps ? P.steps[r] : P.step;
   return q;
@@ -185,28 +161,9 @@ __device__ __forceinline__ RowRef draft_row(const Params& P, int32_t r, int32_t 
   return w;
 }
 
-// Guided (here: sanitised) logit l_t: banned and NaN -> -inf, +inf -> FLT_MAX.
+// Sanitised logit l_t (docs/sampling.md §2 without guidance: kernels/common/row.h).
 __device__ __forceinline__ float l_of(const RowRef& w, int32_t t) {
-  float v;
-  if (w.dtype == 0)
-    v = static_cast<const float*>(w.base)[t];
-  else if (w.dtype == 1)
-    v = bf16_to_f32(static_cast<const uint16_t*>(w.base)[t]);
-  else
-    v = f16_to_f32(static_cast<const uint16_t*>(w.base)[t]);
-  if (t == w.banned) v = -INFINITY;
-  if (isnan(v)) v = -INFINITY;
-  else if (v == INFINITY) v = FLT_MAX;
-  return v;
-}
-
-// Tempered x_t from l_t (the CPU's rules: +inf -> FLT_MAX, a finite l overflowing to -inf ->
-// -FLT_MAX).
-__device__ __forceinline__ float x_of(float l, float invT) {
-  float v = __fmul_rn(l, invT);
-  if (v == INFINITY) v = FLT_MAX;
-  else if (v == -INFINITY && l > -INFINITY) v = -FLT_MAX;
-  return v;
+  return row::make_l(load_elt(w.base, w.dtype, t), 0.f, false, 0.f, t, row::Ban{w.banned});
 }
 
 // Order-preserving key of (x desc, t asc): larger key ranks first. -0 and +0 are one value.
@@ -223,7 +180,7 @@ __device__ __forceinline__ float prob_of(const RowRef& w, const RowInfo& info, f
   if (info.mode == kModeGreedy) return t == info.amax ? 1.f : 0.f;
   const float l = l_of(w, t);
   if (!(l > -INFINITY)) return 0.f;
-  const float x = x_of(l, w.invT);
+  const float x = row::temper(l, w.invT);
   if (key_of(x, t, V) < info.bound) return 0.f;
   const double d = (double)x - info.M;
   if (minp > 0.f && !(exp(d) >= (double)minp)) return 0.f;
@@ -280,7 +237,7 @@ __device__ uint64_t radix_select(const RowRef& w, int32_t V, uint64_t lower, int
     for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
       const float l = l_of(w, t);
       if (!(l > -INFINITY)) continue;
-      const float x = x_of(l, w.invT);
+      const float x = row::temper(l, w.invT);
       const uint64_t key = key_of(x, t, V);
       if (key < lower || (key & mask) != prefix) continue;
       const int d = (int)((key >> shift) & 255u);
@@ -364,7 +321,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
       lidx = t;
     }
     if (!q.greedy) {
-      const float x = x_of(l, q.invT);
+      const float x = row::temper(l, q.invT);
       if (fused) {
         if (x > xmax) {
           zt = zt * exp((double)xmax - (double)x) + 1.0;
@@ -448,7 +405,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
     for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
       const float l = l_of(w, t);
       if (!(l > -INFINITY)) continue;
-      const float x = x_of(l, q.invT);
+      const float x = row::temper(l, q.invT);
       if (key_of(x, t, V) < bound) continue;
       tot += (unsigned long long)(exp((double)x - m) * scale + 0.5);
     }
@@ -463,7 +420,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
     const float l = l_of(w, t);
     if (!(l > -INFINITY)) continue;
-    const float x = x_of(l, q.invT);
+    const float x = row::temper(l, q.invT);
     if (key_of(x, t, V) < bound) continue;
     const double e = exp((double)x - m);
     if (use_min_p && !(e >= (double)q.minp)) continue;
