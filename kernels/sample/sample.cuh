@@ -6,7 +6,7 @@
 // Files, in include order
 //   plan.h          the launch plan: shape constants, the rules, SamplePlanOverrides (tests)
 //   params.cuh      SampleParams (the kernels' parameter block), BlockRec, RowInfo
-//   row.cuh         row access: Elt, Req (row_req: find_request + load_req), make_l / xform, block loads
+//   row.cuh         row access: Elt, Req (row_req: find_request + load_req), make_l / temper (kernels/common/row.h), block loads
 //   outputs.cuh     per-row output stores
 //   select.cuh      radix selects over candidate sources, run by a WarpTeam or CtaTeam
 //   filtered.cuh    row_pass_kernel, cand_finish_kernel (filtered rows from candidate lists)
