@@ -71,10 +71,6 @@ class CudaBackend final : public Backend {
   }
 
   dds_status sample(const dds_sample_args& a, dds_stream stream) override {
-    if (a.allowed_token_masks)
-      return fail(DDS_ERR_UNSUPPORTED,
-                  "dds_sample: args->allowed_token_masks is not supported by the CUDA backend "
-                  "yet (the CPU backend takes it)");
     DeviceGuard g(ctx_.device);
     return cuda_sample(ctx_, a, (cudaStream_t)stream);
   }

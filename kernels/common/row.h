@@ -9,11 +9,10 @@
 //             Ban (the columns set to -inf: the banned token), make_l (all three, in that order)
 //   §3 a      temper (a = l * 1/T; +inf -> FLT_MAX, a finite l overflowing to -inf -> -FLT_MAX)
 //
-// A further rule that removes columns (an allowed-token mask) is a field of Ban and one more
-// clause of Ban::excluded; make_l and everything built on it then apply it. The whole-block fast
-// paths of the sample kernels (kernels/sample/row.cuh ban_block and its callers) patch the single
-// banned column of a block instead of testing every column: a rule that removes many columns is
-// tested per column there.
+// The allowed-token mask (a request's row of allowed.h bits) is a field of Ban and one more clause
+// of Ban::excluded; make_l and everything built on it apply it. The whole-block fast paths of the
+// sample kernels (kernels/sample/row.cuh ban_block and its callers) patch the single banned column
+// of a block, and test every column against the mask words only when the row has a mask.
 //
 // The CPU backend (src/cpu_row.h) keeps vectorisable twins of sanitize / temper (compare-and-
 // select forms that GCC turns into SIMD blends); they compute the same values for every input.
@@ -23,6 +22,7 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "allowed.h"
 #include "dtype.h"
 #include "rng.h"  // DDS_HD
 
@@ -144,17 +144,36 @@ DDS_HD float guide(float c, float u, float g) {
 // NaN -> -inf, +inf -> FLT_MAX: two min / max (the max of NaN and -inf is -inf).
 DDS_HD float sanitize(float v) { return fmin_f(fmax_f(v, neg_inf()), FLT_MAX); }
 
-// The columns §2 sets to -inf whatever their logits: the banned token (-1: none).
+// The columns §2 sets to -inf whatever their logits: the banned token (-1: none) and the columns
+// that the request's allowed-token mask row (allowed.h; null: every column allowed) leaves out.
+// A kernel reads the mask once per group of columns: word(c0, V) is the mask word of column c0
+// shifted so that bit e stands for column c0 + e (all ones without a mask, or from c0 >= V on:
+// those columns are -inf anyway and the mask row has no word there), and excluded(c0 + e, w, e)
+// tests a column of the group (e < 32 - (c0 & 31)). excluded(col) reads the word itself (col < V).
 struct Ban {
   int32_t token;
-  DDS_HD bool excluded(int32_t col) const { return col == token; }
-  // The offset of the one excluded column inside [c0, c0 + n), or -1.
+  const int32_t* mask;
+  DDS_HD uint32_t word(int32_t c0, int32_t V) const {
+    return (mask && c0 < V) ? (uint32_t)mask[c0 >> 5] >> (c0 & 31) : ~0u;
+  }
+  DDS_HD bool excluded(int32_t col, uint32_t w, int32_t e) const {
+    return col == token || ((w >> e) & 1u) == 0u;
+  }
+  DDS_HD bool excluded(int32_t col) const { return col == token || !allowed(mask, col); }
 };
 
 // l of column `col`: guidance (guided requests), the excluded columns, then sanitize.
 DDS_HD float make_l(float c, float u, bool guided, float g, int32_t col, const Ban& ban) {
   float v = guided ? guide(c, u, g) : c;
   if (ban.excluded(col)) v = neg_inf();
+  return sanitize(v);
+}
+// The same for column c0 + e of a group whose mask word is w = ban.word(c0, V) (one read of the
+// mask per group of columns).
+DDS_HD float make_l(float c, float u, bool guided, float g, int32_t c0, int32_t e, uint32_t w,
+                    const Ban& ban) {
+  float v = guided ? guide(c, u, g) : c;
+  if (ban.excluded(c0 + e, w, e)) v = neg_inf();
   return sanitize(v);
 }
 

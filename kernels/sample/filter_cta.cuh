@@ -69,14 +69,15 @@ struct RowSrc {
     }
     float c[VEC];
     load_vec<DT>(crow, base, V, vec, c);
+    const uint32_t w = ban.word(base, V);
     if (guided) {
       float u[VEC];
       load_vec<DT>(urow, base, V, vec, u);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], u[e], true, g, base + e, ban);
+      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], u[e], true, g, base, e, w, ban);
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], 0.f, false, 0.f, base + e, ban);
+      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], 0.f, false, 0.f, base, e, w, ban);
     }
   }
   // f(t, l) for every column t < V of the row (any order).
@@ -251,7 +252,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   src.guided = q.guided;
   src.vec = P.vec_ok != 0;
   src.g = q.g;
-  src.ban = ban_of(P);
+  src.ban = ban_of(P, q);
   src.V = V;
 
   // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row. A row the

@@ -512,7 +512,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
 #pragma unroll
           for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = Elt<DT>::cvt(ce[e]);
         }
-        ban_block<DT>(P, blk, lane, lv);
+        ban_block<DT>(P, q, blk, lane, lv);
       } else {
         load_block_l<DT, false>(P, q, row, blk, lane, lv);
       }

@@ -145,10 +145,13 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
     } else {
       const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
       const unsigned grid = (unsigned)((warps + kRowWarps - 1) / kRowWarps);
+      const bool mask = P.allowed != nullptr;
       if (plan.fuse_finish) {
-        launch_kernel(s, plain_pass_kernel<DT, true>, grid, kRowWarps * 32, 0, P);
+        if (mask) launch_kernel(s, plain_pass_kernel<DT, true, true>, grid, kRowWarps * 32, 0, P);
+        else launch_kernel(s, plain_pass_kernel<DT, true, false>, grid, kRowWarps * 32, 0, P);
       } else {
-        launch_kernel(s, plain_pass_kernel<DT, false>, grid, kRowWarps * 32, 0, P);
+        if (mask) launch_kernel(s, plain_pass_kernel<DT, false, true>, grid, kRowWarps * 32, 0, P);
+        else launch_kernel(s, plain_pass_kernel<DT, false, false>, grid, kRowWarps * 32, 0, P);
         if (plan.finish_warp)
           launch_kernel(s, plain_finish_warp_kernel<DT>, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps),
                         kRowWarps * 32, 0, P);

@@ -84,6 +84,10 @@ struct SampleParams {
   const uint32_t* steps;
   uint32_t step;
   int banned;
+  // Allowed-token masks (kernels/common/allowed.h): request r's row at allowed + r * allowed_stride
+  // (int32 words); null: every column allowed.
+  const int32_t* allowed;
+  long long allowed_stride;
   int stats_guided;
   int want_stats;
   int32_t* tokens;

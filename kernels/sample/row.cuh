@@ -4,6 +4,7 @@
 #ifndef DDS_KERNELS_SAMPLE_ROW_CUH_
 #define DDS_KERNELS_SAMPLE_ROW_CUH_
 
+#include "../common/allowed.h"
 #include "../common/request.h"
 #include "../common/row.h"
 #include "params.cuh"
@@ -27,6 +28,7 @@ struct Req {
   float minp;
   uint64_t seed;
   uint32_t step;
+  const int32_t* mask;  // the request's allowed-token mask row (null: every column allowed)
   int status;
 };
 
@@ -64,6 +66,7 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   q.minp = rule::min_p(P.minps ? __ldg(P.minps + r) : P.minp, &q.status);
   q.seed = P.seeds ? __ldg(P.seeds + r) : P.seed;
   q.step = P.steps ? __ldg(P.steps + r) : P.step;
+  q.mask = allowed_row(P.allowed, P.allowed_stride, r);
   return q;
 }
 
@@ -76,21 +79,36 @@ __device__ __forceinline__ bool is_filtered(const Req& q, int V) {
   return !q.greedy && ((q.k > 0 && q.k < V) || q.p < 1.f || q.minp > 0.f);
 }
 
-// The columns of the launch that make_l sets to -inf (kernels/common/row.h Ban).
-__device__ __forceinline__ row::Ban ban_of(const SampleParams& P) { return row::Ban{P.banned}; }
+// The columns of request q's rows that make_l sets to -inf (kernels/common/row.h Ban): the
+// launch's banned token and the request's mask row.
+__device__ __forceinline__ row::Ban ban_of(const SampleParams& P, const Req& q) {
+  return row::Ban{P.banned, q.mask};
+}
 
-// The excluded column of block `blk` (Ban::token), where the whole-block fast paths skipped
-// make_l: the lane that holds it in lv (load_block_l's layout, groups [0, N / VEC)) sets it to
-// -inf (unrolled: no local memory).
+// The excluded columns of block `blk` (Ban), where the whole-block fast paths skipped make_l:
+// the lane that holds the banned column in lv (load_block_l's layout, groups [0, N / VEC)) sets
+// it to -inf (unrolled: no local memory); a masked row tests every column against its group's
+// mask word (a branch uniform over the launch).
 template <int DT, int N>
-__device__ __forceinline__ void ban_block(const SampleParams& P, int blk, int lane, float (&lv)[N]) {
+__device__ __forceinline__ void ban_block(const SampleParams& P, const Req& q, int blk, int lane,
+                                          float (&lv)[N]) {
   constexpr int VEC = Elt<DT>::VEC;
-  const int bo = ban_of(P).token - blk * kB;
+  const row::Ban ban = ban_of(P, q);
+  const int bo = ban.token - blk * kB;
   if (bo >= 0 && bo < N * 32 && ((bo / VEC) & 31) == lane) {
     const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
 #pragma unroll
     for (int e = 0; e < N; ++e)
       if (e == idx) lv[e] = neg_inf();
+  }
+  if (ban.mask) {
+#pragma unroll
+    for (int j = 0; j < N / VEC; ++j) {
+      const uint32_t w = ban.word(blk * kB + j * 32 * VEC + lane * VEC, P.V);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        if (((w >> e) & 1u) == 0u) lv[j * VEC + e] = neg_inf();
+    }
   }
 }
 
@@ -195,7 +213,7 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
         (void)c0;
       }
     }
-    ban_block<DT>(P, blk, lane, lv);
+    ban_block<DT>(P, q, blk, lane, lv);
     return;
   }
 #pragma unroll
@@ -203,14 +221,16 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
     const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
     float c[VEC];
     load_vec<DT>(crow, c0, P.V, vec, c);
+    const row::Ban ban = ban_of(P, q);
+    const uint32_t w = ban.word(c0, P.V);
     if (q.guided) {
       float u[VEC];
       load_vec<DT>(urow, c0, P.V, vec, u);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], u[e], true, q.g, c0 + e, ban_of(P));
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], u[e], true, q.g, c0, e, w, ban);
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], 0.f, false, 0.f, c0 + e, ban_of(P));
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], 0.f, false, 0.f, c0, e, w, ban);
     }
   }
 }
@@ -224,7 +244,7 @@ __device__ __forceinline__ float load_l(const SampleParams& P, const Req& q, int
   float u = 0.f;
   if (q.guided)
     u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + (row - q.row_begin)) * P.uncond_stride + col]);
-  return row::make_l(c, u, q.guided, q.g, col, ban_of(P));
+  return row::make_l(c, u, q.guided, q.g, col, ban_of(P, q));
 }
 
 

@@ -50,7 +50,7 @@ __device__ __forceinline__ float small_load(const SampleParams& P, const Req& q,
       for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::sanitize(row::guide(lv[j * VEC + e], u[e], q.g));
     }
   }
-  ban_block<DT>(P, blk, lane, lv);
+  ban_block<DT>(P, q, blk, lane, lv);
   float m = lv[0];
 #pragma unroll
   for (int e = 1; e < N; ++e) m = fmax_nan(m, lv[e]);
@@ -126,10 +126,11 @@ __device__ __forceinline__ void small_group(const SampleParams& P, const Req& q,
 #pragma unroll
     for (int e = 0; e < VEC; ++e) l[e] = row::sanitize(l[e]);
   }
-  const int bo = ban_of(P).token - c0;
+  const row::Ban ban = ban_of(P, q);
+  const uint32_t w = ban.word(c0, P.V);
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
-    if (bo == e) l[e] = neg_inf();
+    if (ban.excluded(c0 + e, w, e)) l[e] = neg_inf();
 }
 
 // The token within block `blk` (NG 16-byte groups per lane): approximate Gumbels for every
@@ -182,8 +183,10 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
       const uint4 raw = *reinterpret_cast<const uint4*>(crow + c0);
       const T* ce = reinterpret_cast<const T*>(&raw);
       float l[VEC];
+      const row::Ban ban = ban_of(P, q);
+      const uint32_t w = ban.word(c0, P.V);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) l[e] = (ban_of(P).token - c0 == e) ? neg_inf() : row::sanitize(Elt<DT>::cvt(ce[e]));
+      for (int e = 0; e < VEC; ++e) l[e] = ban.excluded(c0 + e, w, e) ? neg_inf() : row::sanitize(Elt<DT>::cvt(ce[e]));
       group(l, c0);
     }
   } else {
