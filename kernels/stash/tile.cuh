@@ -82,7 +82,8 @@ __device__ __forceinline__ int tile_elem(int i, int lane) {
 
 // One lane's share of one 1024-token tile in registers. f32: the values; 16-bit dtypes: the
 // packed raw words (half the registers, so the next tile can be in flight while this one is
-// processed), converted when used. get(i) is element tile_elem<T>(i, lane).
+// processed), converted when used. get(i) is element tile_elem<T>(i, lane). exclude sets the
+// columns of an allowed-token mask (row::Ban) to -inf in place, right after the load.
 template <typename T>
 struct Tile;
 template <>
@@ -102,6 +103,18 @@ struct Tile<float> {
   }
   __device__ __forceinline__ float get(int i) const {
     return reinterpret_cast<const float*>(&f[i / 4])[i % 4];
+  }
+  // The columns that `ban` excludes (its mask; tile columns from `base`, V columns in the row) as
+  // -inf: one mask word per 16-byte group.
+  __device__ __forceinline__ void exclude(const row::Ban& ban, int64_t base, int32_t V, int lane) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t w = ban.word((int32_t)(base + (k * 32 + lane) * 4), V);
+      float* v = reinterpret_cast<float*>(&f[k]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (((w >> e) & 1u) == 0u) v[e] = -kInf;
+    }
   }
   // max over the lane's values, NaN ignored (-inf if all are NaN / -inf)
   __device__ __forceinline__ float lane_max() const {
@@ -131,6 +144,19 @@ struct Tile16 {
       const uint32_t lo = (e0 < len) ? (uint32_t)__ldg(ps + e0) : kNegInf;
       const uint32_t hi = (e1 < len) ? (uint32_t)__ldg(ps + e1) : kNegInf;
       reinterpret_cast<uint32_t*>(&w[m / 4])[m % 4] = lo | (hi << 16);
+    }
+  }
+  __device__ __forceinline__ void exclude(const row::Ban& ban, int64_t base, int32_t V, int lane) {
+    constexpr uint32_t kNegInf = std::is_same<T16, __nv_bfloat16>::value ? 0xff80u : 0xfc00u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t m = ban.word((int32_t)(base + (k * 32 + lane) * 8), V);
+      uint32_t* x = reinterpret_cast<uint32_t*>(&w[k]);
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        if (((m >> (2 * h)) & 1u) == 0u) x[h] = (x[h] & 0xffff0000u) | kNegInf;
+        if (((m >> (2 * h + 1)) & 1u) == 0u) x[h] = (x[h] & 0xffffu) | (kNegInf << 16);
+      }
     }
   }
   __device__ __forceinline__ float get(int i) const {

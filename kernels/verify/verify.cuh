@@ -84,6 +84,8 @@ struct Params {
   const uint32_t* steps;
   uint32_t step;
   int32_t banned;
+  const int32_t* allowed;  // allowed-token masks (kernels/common/allowed.h), or null
+  int64_t allowed_stride;
   int32_t* accepted;
   int32_t* out_tokens;
   float* out_logprobs;
@@ -135,6 +137,7 @@ struct RowRef {
   const void* base;
   int32_t dtype;
   int32_t banned;
+  const int32_t* mask;  // the request's allowed-token mask row (null: every column allowed)
   float invT;
 };
 
@@ -146,6 +149,7 @@ __device__ __forceinline__ RowRef target_row(const Params& P, int32_t r, int32_t
            ((int64_t)r * (P.n + 1) + i) * P.target_stride * (int64_t)esz;
   w.dtype = P.dtype;
   w.banned = P.banned;
+  w.mask = allowed_row(P.allowed, P.allowed_stride, r);
   w.invT = q.invT;
   return w;
 }
@@ -157,13 +161,14 @@ __device__ __forceinline__ RowRef draft_row(const Params& P, int32_t r, int32_t 
            ((int64_t)r * P.n + i) * P.draft_stride * (int64_t)esz;
   w.dtype = P.dtype;
   w.banned = P.banned;
+  w.mask = allowed_row(P.allowed, P.allowed_stride, r);
   w.invT = q.invT;
   return w;
 }
 
 // Sanitised logit l_t (docs/sampling.md §2 without guidance: kernels/common/row.h).
 __device__ __forceinline__ float l_of(const RowRef& w, int32_t t) {
-  return row::make_l(load_elt(w.base, w.dtype, t), 0.f, false, 0.f, t, row::Ban{w.banned});
+  return row::make_l(load_elt(w.base, w.dtype, t), 0.f, false, 0.f, t, row::Ban{w.banned, w.mask});
 }
 
 // Order-preserving key of (x desc, t asc): larger key ranks first. -0 and +0 are one value.

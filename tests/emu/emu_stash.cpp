@@ -8,7 +8,8 @@
 // items) with the H200's shared memory per CTA.
 // Usage: emu_stash V n dtype(0 f32, 1 bf16, 2 f16) variant(0 top-n, 1 own ids, 2 logits mode,
 //        3 committed tokens) [sms (default 3) [requests (default 10; > 256: the kept-row scan's
-//        rounds)]]
+//        rounds) [mask (0 none, 1 dense: columns allowed with probability 0.7, 2 sparse: 0.02;
+//        request 6's mask all zero, a stride of 2 spare words)]]]
 #include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd(0.f, 1.f);
   // R requests (10) of 0..3 rows; request 3 not kept, request 5 a bad slot, 7 a bad temperature.
   const int R = argc > 6 ? std::max(10, atoi(argv[6])) : 10;
+  const int mask = argc > 7 ? atoi(argv[7]) : 0;
   std::vector<int32_t> offs{0};
   for (int r = 0; r < R; ++r) offs.push_back(offs.back() + (int)(rng() % 4));
   const int rows = offs.back();
@@ -59,6 +61,19 @@ int main(int argc, char** argv) {
   temps[7] = NAN;
   for (int i = 0; i < rows; ++i) committed[i] = (int)(rng() % V);
   const int rows_per_slot = 3, E = n + 1;
+  const int64_t words = (V + 31) / 32, mstride = words + 2;
+  std::vector<int32_t> masks((size_t)R * mstride);
+  {
+    std::uniform_real_distribution<float> ud(0.f, 1.f);
+    const float prob = mask == 1 ? 0.7f : 0.02f;
+    for (size_t w = 0; w < masks.size(); ++w) {
+      uint32_t bits = 0;
+      for (int b = 0; b < 32; ++b)
+        if (ud(rng) < prob) bits |= 1u << b;
+      masks[w] = (int32_t)bits;
+    }
+    for (int64_t w = 0; w < words; ++w) masks[6 * mstride + w] = 0;
+  }
 
   dds_stash_args a;
   dds_stash_args_init(&a, sizeof a);
@@ -78,6 +93,10 @@ int main(int argc, char** argv) {
     a.num_token_ids = nids.data();
   }
   a.logits_mode = variant == 2 ? 1 : 0;
+  if (mask) {
+    a.allowed_token_masks = masks.data();
+    a.allowed_mask_stride = mstride;
+  }
   a.num_top = n;
   a.num_slots = R;
   a.rows_per_slot = rows_per_slot;
@@ -119,8 +138,8 @@ int main(int argc, char** argv) {
   }
   for (int r = 0; r < R; ++r) if (gs[r] != cs[r]) { printf("status %d: %d/%d\n", r, gs[r], cs[r]); ++bad; }
   for (int i = 0; i < c.max_rows; ++i) if (counters[i]) { printf("counter %d not reset\n", i); ++bad; break; }
-  printf("V=%d n=%d dtype=%d variant=%d rows=%d sms=%d warps=%d: %d bad elements\n", V, n, dtype, variant,
-         rows, sms, nwarps, bad);
+  printf("V=%d n=%d dtype=%d variant=%d rows=%d sms=%d warps=%d mask=%d: %d bad elements\n", V, n, dtype,
+         variant, rows, sms, nwarps, mask, bad);
   dds_destroy(s);
   return bad != 0;
 }
