@@ -141,6 +141,8 @@ struct RowRef {
   float invT;
 };
 
+// MASK = false: the caller's launch has no masks (the mask row a null constant).
+template <bool MASK = true>
 __device__ __forceinline__ RowRef target_row(const Params& P, int32_t r, int32_t i,
                                              const Req& q) {
   const size_t esz = P.dtype == 0 ? 4 : 2;
@@ -149,11 +151,12 @@ __device__ __forceinline__ RowRef target_row(const Params& P, int32_t r, int32_t
            ((int64_t)r * (P.n + 1) + i) * P.target_stride * (int64_t)esz;
   w.dtype = P.dtype;
   w.banned = P.banned;
-  w.mask = allowed_row(P.allowed, P.allowed_stride, r);
+  w.mask = MASK ? allowed_row(P.allowed, P.allowed_stride, r) : nullptr;
   w.invT = q.invT;
   return w;
 }
 
+template <bool MASK = true>
 __device__ __forceinline__ RowRef draft_row(const Params& P, int32_t r, int32_t i, const Req& q) {
   const size_t esz = P.dtype == 0 ? 4 : 2;
   RowRef w;
@@ -161,7 +164,7 @@ __device__ __forceinline__ RowRef draft_row(const Params& P, int32_t r, int32_t 
            ((int64_t)r * P.n + i) * P.draft_stride * (int64_t)esz;
   w.dtype = P.dtype;
   w.banned = P.banned;
-  w.mask = allowed_row(P.allowed, P.allowed_stride, r);
+  w.mask = MASK ? allowed_row(P.allowed, P.allowed_stride, r) : nullptr;
   w.invT = q.invT;
   return w;
 }
@@ -296,6 +299,10 @@ __device__ uint64_t radix_select(const RowRef& w, int32_t V, uint64_t lower, int
   return prefix;
 }
 
+// MASK (row_kernel, block_kernel): the call has allowed-token masks; without, the rows' mask is a
+// null constant and the column loops are those of a build without masks (chosen at launch: the
+// per-column mask test costs row_kernel 8 and block_kernel 12 registers).
+template <bool MASK>
 __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   __shared__ RowSmem sm;
   const int32_t per = 2 * P.n + 1;
@@ -305,7 +312,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   const bool is_target = j <= P.n;
   const int32_t i = is_target ? j : j - P.n - 1;
   if (is_target ? i > q.nr : i >= q.nr) return;  // not used by this request
-  const RowRef w = is_target ? target_row(P, r, i, q) : draft_row(P, r, i, q);
+  const RowRef w = is_target ? target_row<MASK>(P, r, i, q) : draft_row<MASK>(P, r, i, q);
   const int32_t V = P.V;
 
   // Pass 1: finite count, argmax of l (ties to the lower id), max of x.
@@ -458,6 +465,7 @@ __device__ __forceinline__ const RowInfo& draft_info(const Params& P, int32_t r,
   return P.rows[(int64_t)r * (2 * P.n + 1) + P.n + 1 + i];
 }
 
+template <bool MASK = true>
 __device__ Decision decide(const Params& P, int32_t r, const Req& q) {
   Decision d;
   d.acc = 0;
@@ -466,8 +474,8 @@ __device__ Decision decide(const Params& P, int32_t r, const Req& q) {
     const int32_t tok = P.draft_tokens[(int64_t)r * P.n + i];
     double pv = 0.0, qv = 0.0;
     if (tok >= 0 && tok < P.V) {
-      pv = (double)prob_of(target_row(P, r, i, q), target_info(P, r, i), q.minp, tok, P.V);
-      qv = (double)prob_of(draft_row(P, r, i, q), draft_info(P, r, i), q.minp, tok, P.V);
+      pv = (double)prob_of(target_row<MASK>(P, r, i, q), target_info(P, r, i), q.minp, tok, P.V);
+      qv = (double)prob_of(draft_row<MASK>(P, r, i, q), draft_info(P, r, i), q.minp, tok, P.V);
     }
     const double u = bits_to_uniform(random_bits(q.seed, q.step, (uint32_t)i, 0u, kSaltVerify));
     if (u * qv < pv) {
@@ -483,25 +491,26 @@ __device__ Decision decide(const Params& P, int32_t r, const Req& q) {
 // ---------------------------------------------------------------------------------------------
 // Kernel 2: per-block sums of the residual and of p for the row each request samples from.
 // ---------------------------------------------------------------------------------------------
+template <bool MASK>
 __global__ void __launch_bounds__(kBlockWarps * 32) block_kernel(Params P) {
   __shared__ Decision s_d;
   const int32_t chunks = (P.nblocks + kBlockWarps - 1) / kBlockWarps;
   const int32_t r = blockIdx.x / chunks;
   const int32_t c = blockIdx.x % chunks;
   const Req q = request_of(P, r);
-  if (threadIdx.x == 0) s_d = decide(P, r, q);
+  if (threadIdx.x == 0) s_d = decide<MASK>(P, r, q);
   __syncthreads();
   const Decision d = s_d;
   const int32_t blk = c * kBlockWarps + (threadIdx.x >> 5);
   if (blk >= P.nblocks) return;
   const int32_t lane = threadIdx.x & 31;
   const int32_t i = d.acc;
-  const RowRef tw = target_row(P, r, i, q);
+  const RowRef tw = target_row<MASK>(P, r, i, q);
   const RowInfo ti = target_info(P, r, i);
   RowRef dw = tw;
   RowInfo di = ti;
   if (d.residual) {
-    dw = draft_row(P, r, i, q);
+    dw = draft_row<MASK>(P, r, i, q);
     di = draft_info(P, r, i);
   }
   double sr = 0, sp = 0;
@@ -655,11 +664,13 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
 
 inline cudaError_t launch_verify(const Params& P, cudaStream_t stream) {
   const int64_t rows = (int64_t)P.num_requests * (2 * P.n + 1);
-  launch_kernel(stream, row_kernel, (unsigned)rows, kRowThreads, 0, P);
+  const bool mask = P.allowed != nullptr;
+  launch_kernel(stream, mask ? row_kernel<true> : row_kernel<false>, (unsigned)rows, kRowThreads, 0, P);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   const int64_t chunks = (P.nblocks + kBlockWarps - 1) / kBlockWarps;
-  launch_kernel(stream, block_kernel, (unsigned)(chunks * P.num_requests), kBlockWarps * 32, 0, P);
+  launch_kernel(stream, mask ? block_kernel<true> : block_kernel<false>,
+                (unsigned)(chunks * P.num_requests), kBlockWarps * 32, 0, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   launch_kernel(stream, finish_kernel, (unsigned)P.num_requests, kFinishThreads, 0, P);
   return cudaGetLastError();
