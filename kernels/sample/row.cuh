@@ -15,21 +15,22 @@ namespace ksample {
 // Element access (Elt, neg_inf), the §2 transform (row::make_l, row::sanitize, row::guide,
 // row::Ban) and the tempering (row::temper): kernels/common/row.h.
 
-// Per-request parameters after docs/sampling.md §1.
+// Per-request parameters after docs/sampling.md §1. (Fields ordered without padding: 64 bytes,
+// the size of the local-memory copy that the __noinline__ finishes take by reference.)
 struct Req {
   int row_begin, row_end;
-  bool guided;
   long long ufirst;
+  uint64_t seed;
+  const int32_t* mask;  // the request's allowed-token mask row (null: every column allowed)
   float g;
-  bool greedy;
   float invT;
   int k;
   float p;
   float minp;
-  uint64_t seed;
   uint32_t step;
-  const int32_t* mask;  // the request's allowed-token mask row (null: every column allowed)
   int status;
+  bool guided;
+  bool greedy;
 };
 
 __device__ __forceinline__ int find_request(const SampleParams& P, int row) {

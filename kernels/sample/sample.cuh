@@ -29,7 +29,8 @@
 //    column and the runner-up, picks the winning block (block scores in fp32 first, float64
 //    Gumbels for those near the best), re-reads that block (L2) for the token Gumbels, writes the
 //    outputs. From 1024 rows, rows that one warp streams whole are finished by that warp inside
-//    the pass instead (plain_pass_kernel<DT, true>, plan.fuse_finish).
+//    the pass instead (plain_pass_kernel<DT, true, MASK>, plan.fuse_finish; MASK: the launch has
+//    allowed-token masks).
 //  * small_plain_kernel (unfiltered rows, V <= 2048): one warp per row holds the whole row in
 //    registers, does the pass and the finish in one launch with the same arithmetic (same output
 //    bits); up to 2 x SMs rows, a CTA per row whose 8 warps share the token pass.
