@@ -1,6 +1,8 @@
-// The CPU backend's row model: a request's parameters after the sanitising rules of
-// docs/sampling.md §1 (one function), and the per-column transform of §2 (small inline functions
-// that the row loops call, so that the loops vectorise and the rules live in one place).
+// The CPU backend's row model: a request's parameters after the rules of kernels/common/request.h
+// (one function), and the per-column transform of §2 (small inline functions that the row loops
+// call). Guidance is kernels/common/row.h's row::guide; sanitize and temper are the vectorisable
+// twins of row::sanitize / row::temper (compare-and-select: GCC turns these loops into SIMD
+// blends, not the fmin / fmax of the device forms), the same values for every input.
 #ifndef DDS_SRC_CPU_ROW_H_
 #define DDS_SRC_CPU_ROW_H_
 
@@ -12,6 +14,7 @@
 #include "dds/dds.h"
 #include "dtype.h"
 #include "request.h"  // kernels/common: the per-request rules
+#include "row.h"      // kernels/common: the row model
 
 namespace dds {
 namespace cpu {
@@ -25,11 +28,10 @@ inline float sanitize(float x) {
   return x;
 }
 
-// §2 for one column (the ban is applied by the caller): l = fmaf(g, c - u, c) for a guided
-// request (-inf where c or u is), l = c otherwise; then sanitised.
+// §2 for one column (the ban is applied by the caller): row::guide for a guided request, c
+// otherwise; then sanitised.
 inline float row_logit(float c, float u, float g, bool guided) {
-  const float v = guided ? ((c == -kInf || u == -kInf) ? -kInf : std::fma(g, c - u, c)) : c;
-  return sanitize(v);
+  return sanitize(guided ? row::guide(c, u, g) : c);
 }
 
 // §3 temperature: a = l * invT in fp32; +inf -> FLT_MAX, and a finite l whose product overflows
@@ -85,22 +87,14 @@ inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t
   q.invT = t.invT;
   const float g = rule::guidance(a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale, &q.status);
   q.g = g;
-  if (a.uncond_logits != nullptr && g != 0.f) {
-    int64_t first = -1;
-    if (a.uncond_row_offsets == nullptr) {
-      first = (a.row_offsets ? a.row_offsets[r] : r);
-    } else {
-      first = a.uncond_row_offsets[r];
-    }
-    if (a.uncond_row_offsets == nullptr || first >= 0) {
-      if (rows_in_request < 0 || first < 0 || first + rows_in_request > a.uncond_num_rows) {
-        q.status |= DDS_REQ_BAD_UNCOND_ROWS;
-      } else {
-        q.guided = true;
-        q.uncond_first = first;
-      }
-    }
-  }
+  const bool listed = a.uncond_row_offsets != nullptr;
+  const bool want = a.uncond_logits != nullptr && g != 0.f;  // (the offsets are read only then)
+  int64_t first = !want ? 0
+                  : listed ? (int64_t)a.uncond_row_offsets[r]
+                           : (int64_t)(a.row_offsets ? a.row_offsets[r] : r);
+  q.guided = rule::guided(want, g, listed, &first, rows_in_request,
+                          a.uncond_num_rows, rows_in_request >= 0, &q.status);
+  q.uncond_first = q.guided ? first : 0;
   q.k = rule::top_k(a.top_ks ? a.top_ks[r] : a.top_k, &q.status);
   q.p = rule::top_p(a.top_ps ? a.top_ps[r] : a.top_p, &q.status);
   q.min_p = rule::min_p(a.min_ps ? a.min_ps[r] : a.min_p, &q.status);

@@ -71,18 +71,10 @@ class CudaBackend final : public Backend {
   }
 
   dds_status sample(const dds_sample_args& a, dds_stream stream) override {
-    if (a.allowed_token_masks)
-      return fail(DDS_ERR_UNSUPPORTED,
-                  "dds_sample: args->allowed_token_masks is not supported by the CUDA backend "
-                  "yet (the CPU backend takes it)");
     DeviceGuard g(ctx_.device);
     return cuda_sample(ctx_, a, (cudaStream_t)stream);
   }
   dds_status stash(const dds_stash_args& a, dds_stream stream) override {
-    if (a.allowed_token_masks)
-      return fail(DDS_ERR_UNSUPPORTED,
-                  "dds_stash_logprobs: args->allowed_token_masks is not supported by the CUDA "
-                  "backend yet (the CPU backend takes it)");
     DeviceGuard g(ctx_.device);
     return cuda_stash(ctx_, a, (cudaStream_t)stream);
   }
@@ -92,10 +84,6 @@ class CudaBackend final : public Backend {
     return cuda_reveal(ctx_, a, (cudaStream_t)stream);
   }
   dds_status verify(const dds_verify_args& a, dds_stream stream) override {
-    if (a.allowed_token_masks)
-      return fail(DDS_ERR_UNSUPPORTED,
-                  "dds_verify_drafts: args->allowed_token_masks is not supported by the CUDA "
-                  "backend yet (the CPU backend takes it)");
     DeviceGuard g(ctx_.device);
     return cuda_verify(ctx_, a, (cudaStream_t)stream);
   }

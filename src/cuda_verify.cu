@@ -40,6 +40,8 @@ dds_status cuda_verify(const CudaContext& ctx, const dds_verify_args& a, cudaStr
   p.steps = a.steps;
   p.step = a.step;
   p.banned = a.banned_token;
+  p.allowed = a.allowed_token_masks;
+  p.allowed_stride = a.allowed_mask_stride;
   p.accepted = a.accepted_counts;
   p.out_tokens = a.out_tokens;
   p.out_logprobs = a.out_logprobs;

@@ -41,6 +41,8 @@ inline ksample::SampleParams sample_params(const dds_sample_args& a, int V) {
   P.steps = a.steps;
   P.step = a.step;
   P.banned = a.banned_token;
+  P.allowed = a.allowed_token_masks;
+  P.allowed_stride = a.allowed_mask_stride;
   P.stats_guided = a.stats == DDS_STATS_GUIDED;
   P.want_stats = (a.logprobs || a.confidence || a.margin || a.entropy || a.probs) ? 1 : 0;
   P.tokens = a.tokens;

@@ -55,6 +55,8 @@ inline stash::Params stash_params(const dds_stash_args& a, int V, unsigned char*
   P.logits_mode = a.logits_mode;
   P.num_slots = a.num_slots;
   P.rows_per_slot = a.rows_per_slot;
+  P.allowed = a.allowed_token_masks;
+  P.allowed_stride = a.allowed_mask_stride;
   P.out_tok = a.out_token_ids;
   P.out_val = a.out_logprobs;
   P.out_rank = a.out_ranks;

@@ -1,5 +1,7 @@
-// Bit-exact conversions between fp32 and the 16-bit logits / probs dtypes, usable on host and
-// device (the CUDA kernels may use the hardware intrinsics instead: they round the same way).
+// The dtype codes of the logits / probs tensors (the values of the public dds_dtype), the one
+// dtype dispatch of every launcher (DDS_DISPATCH_DTYPE), and bit-exact conversions between fp32
+// and the 16-bit dtypes, usable on host and device (the CUDA kernels may use the hardware
+// intrinsics instead: they round the same way).
 #ifndef DDS_KERNELS_DTYPE_H_
 #define DDS_KERNELS_DTYPE_H_
 
@@ -9,6 +11,28 @@
 #include "rng.h"  // DDS_HD
 
 namespace dds {
+
+constexpr int32_t kDtypeF32 = 0, kDtypeBF16 = 1, kDtypeF16 = 2;  // DDS_DTYPE_*
+
+// Runs the statements that follow (a braced block) with `constexpr int DT` set to the run-time
+// dtype `dtype` (FlashInfer's DISPATCH_* style): kDtypeF32, kDtypeBF16, and kDtypeF16 for any
+// other value (the C ABI layer has refused those). Every launcher dispatches its dtype here:
+//   DDS_DISPATCH_DTYPE(P.dtype, DT, { return launch_dt<DT>(P, s); });
+#define DDS_DISPATCH_DTYPE(dtype, DT, ...)      \
+  switch (dtype) {                              \
+    case ::dds::kDtypeF32: {                    \
+      constexpr int DT = ::dds::kDtypeF32;      \
+      __VA_ARGS__                               \
+    } break;                                    \
+    case ::dds::kDtypeBF16: {                   \
+      constexpr int DT = ::dds::kDtypeBF16;     \
+      __VA_ARGS__                               \
+    } break;                                    \
+    default: {                                  \
+      constexpr int DT = ::dds::kDtypeF16;      \
+      __VA_ARGS__                               \
+    } break;                                    \
+  }
 
 DDS_HD float bits_to_f32(uint32_t b) {
   float f;

@@ -1,11 +1,10 @@
 // The per-request rules of docs/sampling.md §1, in one place for the CUDA kernels and the CPU
-// backend: how a request's temperature, guidance scale, top-k, top-p and min-p are sanitised and
-// flagged (the DDS_REQ_* bits of status.h), and the tempering a temperature gives. Host and device
-// code; every backend computes the same values from the same inputs. The CPU backend takes its
-// rules from here (src/cpu_row.h); the kernels' request loaders (sample/row.cuh load_req,
-// verify.cuh request_of, shard/row.h request_params, the stash kernel's temperature check) hold
-// the same expressions and move onto these functions with the next device A/B: adopting them
-// compiles to other, equivalent predicate sequences (SASS not identical).
+// backend: how a request's temperature, guidance scale (and its unconditional rows), top-k, top-p
+// and min-p are sanitised and flagged (the DDS_REQ_* bits of status.h), and the tempering a
+// temperature gives. Host and device code; every backend computes the same values from the same
+// inputs: the CPU backend (src/cpu_row.h request_params), the sample kernels (sample/row.cuh
+// load_req), verify (verify.cuh request_of), the shard kernels (shard/row.h request_params) and
+// the stash kernel (its temperature check and tempering).
 #ifndef DDS_KERNELS_COMMON_REQUEST_H_
 #define DDS_KERNELS_COMMON_REQUEST_H_
 
@@ -81,6 +80,22 @@ DDS_HD float guidance(float g, int32_t* status) {
     *status |= kReqBadGuidance;
   }
   return g;
+}
+// Whether a request of `rows` rows with (sanitised) guidance scale g is guided, and from which
+// unconditional row (*first): only with an unconditional tensor (has_uncond) and g != 0. Its
+// unconditional rows start at `first` (the request's first row when the call gives no
+// uncond_row_offsets: listed = false); a listed negative first means "unguided" (not flagged);
+// rows outside [0, uncond_num_rows), or a request whose own row range is inconsistent (!rows_ok),
+// are unguided and flagged.
+DDS_HD bool guided(bool has_uncond, float g, bool listed, int64_t* first, int64_t rows,
+                   int64_t uncond_num_rows, bool rows_ok, int32_t* status) {
+  if (!has_uncond || g == 0.f) return false;
+  if (listed && *first < 0) return false;
+  if (!rows_ok || *first < 0 || *first + rows > uncond_num_rows) {
+    *status |= kReqBadUncondRows;
+    return false;
+  }
+  return true;
 }
 // A negative top-k: 0 (off), flagged.
 DDS_HD int32_t top_k(int32_t k, int32_t* status) {

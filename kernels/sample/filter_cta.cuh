@@ -52,12 +52,13 @@ struct RowSrc {
   const float* srow;
   bool guided, vec;
   float g;
-  int banned, V;
+  row::Ban ban;
+  int V;
   __device__ __forceinline__ float l(int t) const {
     if (srow) return srow[t];
     const float c = Elt<DT>::cvt(crow[t]);
     const float u = guided ? Elt<DT>::cvt(urow[t]) : 0.f;
-    return make_l(c, u, guided, g, t, banned);
+    return row::make_l(c, u, guided, g, t, ban);
   }
   __device__ __forceinline__ void group(int base, float (&out)[Elt<DT>::VEC]) const {
     constexpr int VEC = Elt<DT>::VEC;
@@ -68,14 +69,15 @@ struct RowSrc {
     }
     float c[VEC];
     load_vec<DT>(crow, base, V, vec, c);
+    const uint32_t w = ban.word(base, V);
     if (guided) {
       float u[VEC];
       load_vec<DT>(urow, base, V, vec, u);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = make_l(c[e], u[e], true, g, base + e, banned);
+      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], u[e], true, g, base, e, w, ban);
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = make_l(c[e], 0.f, false, 0.f, base + e, banned);
+      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], 0.f, false, 0.f, base, e, w, ban);
     }
   }
   // f(t, l) for every column t < V of the row (any order).
@@ -250,7 +252,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   src.guided = q.guided;
   src.vec = P.vec_ok != 0;
   src.g = q.g;
-  src.banned = P.banned;
+  src.ban = ban_of(P, q);
   src.V = V;
 
   // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row. A row the
@@ -337,7 +339,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     return;
   }
   const float invT = q.invT;
-  const float m = xform(Ml, invT);
+  const float m = row::temper(Ml, invT);
   const double md = (double)m;
 
   // Kept prefix (kthr, cid): key > kthr || (key == kthr && t <= cid). Initially every column.
@@ -354,7 +356,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       CandSrc ts{nullptr, sm.tmax, (int)blockDim.x};
       radix_select(sm, ts, 0, q.k, 0.0, [&](int c, float l, uint32_t& key) {
         if (l == neg_inf()) return false;
-        key = fkey(xform(l, invT));
+        key = fkey(row::temper(l, invT));
         return true;
       });
       tau = sm.sel_key;
@@ -362,7 +364,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     if (tid == 0) sm.ncand = 0;
     __syncthreads();
     src.for_each([&](int c, float l) {
-      const bool want = l != neg_inf() && fkey(xform(l, invT)) >= tau;
+      const bool want = l != neg_inf() && fkey(row::temper(l, invT)) >= tau;
       const unsigned act = __activemask();
       const unsigned bal = __ballot_sync(act, want);
       if (!bal) return;
@@ -406,7 +408,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     auto tie_cut_in = [&](const auto& T, uint32_t K, int rr) -> int {
       radix_select(sm, T, 0, rr, 0.0, [&](int c, float l, uint32_t& key) {
         if (l == neg_inf()) return false;
-        const uint32_t kk = fkey(xform(l, invT));
+        const uint32_t kk = fkey(row::temper(l, invT));
         if (kk != K) return false;
         if (kk == kthr && c > cid) return false;
         key = ~(uint32_t)c;
@@ -418,7 +420,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     if (q.k > 0 && q.k < n0) {
       radix_select(sm, S, 0, q.k, 0.0, [&](int c, float l, uint32_t& key) {
         if (l == neg_inf()) return false;
-        key = fkey(xform(l, invT));
+        key = fkey(row::temper(l, invT));
         return true;
       });
       const uint32_t K = sm.sel_key;
@@ -443,7 +445,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
         };
         auto in_prefix = [&](int c, float l, uint32_t& key) {
           if (l == neg_inf()) return false;
-          const uint32_t kk = fkey(xform(l, invT));
+          const uint32_t kk = fkey(row::temper(l, invT));
           if (kk < kthr || (kk == kthr && c > cid)) return false;
           key = kk;
           return true;
@@ -590,7 +592,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     nk = pre_nk;
     for (int j = tid; j < csrc.n; j += blockDim.x) {
       const int c = csrc.id[j];
-      const float a = xform(csrc.l[j], invT);
+      const float a = row::temper(csrc.l[j], invT);
       if (!in_k(c, a)) continue;
       const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
       const float x = ex2(d2);
@@ -618,7 +620,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
         for (int e = 0; e < VEC; ++e) {
           const float l = lv[k][e];
           if (l == neg_inf()) continue;
-          const float a = xform(l, invT);
+          const float a = row::temper(l, invT);
           if (in_k(base + e, a)) {
             const float d = fmaxf(a - m, -1000.f);
             const float x = fexp(d);
@@ -709,7 +711,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   if (wb != INT_MAX && c < V && tid < kB) {
     const float l = src.l(c);
     if (l != neg_inf()) {
-      a = xform(l, invT);
+      a = row::temper(l, invT);
       if (in_k(c, a)) {
         bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
         sf = a + approx_gumbel(bits);
@@ -748,9 +750,9 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       ri.M = Ml;
     } else {
       const double logS = log(Z);
-      logprob = ((double)xform(lt, invT) - md) - logS;
+      logprob = ((double)row::temper(lt, invT) - md) - logS;
       conf = exp(-logS);
-      const double p2 = (nkept < 2) ? 0.0 : exp(((double)xform(second_l, invT) - md) - logS);
+      const double p2 = (nkept < 2) ? 0.0 : exp(((double)row::temper(second_l, invT) - md) - logS);
       margin = conf - p2;
       ent = log(Z) - E / Z;
       ri.mode = 2;

@@ -39,9 +39,9 @@ __device__ __forceinline__ void filtered_outputs(const SampleParams& P, const Re
     const double Z = (double)zf / kMassScale;
     const double E = (double)ef / kMassScale;
     const double logS = log(Z);
-    logprob = ((double)xform(lt, q.invT) - (double)m) - logS;
+    logprob = ((double)row::temper(lt, q.invT) - (double)m) - logS;
     conf = exp(-logS);
-    const double p2 = (nk < 2) ? 0.0 : exp(((double)xform(m2, q.invT) - (double)m) - logS);
+    const double p2 = (nk < 2) ? 0.0 : exp(((double)row::temper(m2, q.invT) - (double)m) - logS);
     margin = conf - p2;
     ent = logS - E / Z;
     ri.mode = 2;
@@ -87,11 +87,11 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   }
   const float Ml = t.m1;
   const int amax = t.i1;
-  const float m = xform(Ml, invT);
+  const float m = row::temper(Ml, invT);
   const double md = (double)m;
   // Every finite column outside the lists has l < Ul, so a <= Ua; complete: no such column.
   const bool complete = !(Ul > -FLT_MAX);
-  const float Ua = complete ? neg_inf() : xform(nextafterf(Ul, neg_inf()), invT);
+  const float Ua = complete ? neg_inf() : row::temper(nextafterf(Ul, neg_inf()), invT);
   const bool topk_on = q.k > 0 && q.k < P.V;
   // The min-p threshold (a >= amin is kept) depends on m only.
   float amin = neg_inf();
@@ -130,7 +130,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
         if (warp_sumi(c) >= q.k) pre = cand;
       }
       // (keys of finite values are >= fkey(-FLT_MAX) = 0x00800000; below it: no bound)
-      if (pre >= 0x00800000u) lo = xform(fkey_inv(pre), invT);
+      if (pre >= 0x00800000u) lo = row::temper(fkey_inv(pre), invT);
     }
     __syncwarp();  // every lane has read the keys before the list below overwrites them
   } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
@@ -162,7 +162,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     if (b < nb) {
       n = __ldcg(&recs[b].pad);
       if (!want_zout && n > 0) {
-        const float ma = xform(__ldcg(&recs[b].maxl), invT);
+        const float ma = row::temper(__ldcg(&recs[b].maxl), invT);
         if (!(ma > Ua && ma >= lo)) n = 0;
       }
     }
@@ -214,7 +214,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       float a = neg_inf();
-      if (valid[u]) a = xform(__int_as_float(ev[u].y), invT);
+      if (valid[u]) a = row::temper(__int_as_float(ev[u].y), invT);
       const bool in = valid[u] && a > Ua && a >= lo;
       if (want_zout && valid[u] && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
       const unsigned bal = __ballot_sync(0xffffffffu, in);
@@ -231,7 +231,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   // 3. Thresholds.
   auto each = [&](auto g) {
     for_list(S, nS, lane, [&](int c, float l) {
-      const float a = xform(l, invT);
+      const float a = row::temper(l, invT);
       g(c, a, fkey(a));
     });
   };
@@ -241,7 +241,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       const float m1 = __ldcg(&recs[b].maxl);
       if (m1 == neg_inf()) continue;
       const double sr = (double)__ldcg(&recs[b].sa);
-      if (sr > 0) zr += sr * exp((double)xform(m1, invT) - md);
+      if (sr > 0) zr += sr * exp((double)row::temper(m1, invT) - md);
     }
     zr = warp_sumd(zr);
     return zr * kMassScale + (double)zout;
@@ -267,7 +267,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   long long ef = 0;
   int nk = 0;
   for_list(S, nS, lane, [&](int c, float l) {
-    const float a = xform(l, invT);
+    const float a = row::temper(l, invT);
     if (!in_k(c, a)) return;
     const unsigned long long ux = kept_terms(a, md, ef);
     if (ux) atomicAdd(km + (c >> 10), ux);
@@ -296,7 +296,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     argmax_merge(best, bbest, score, b);
   }
   warp_argmax(best, bbest);
-  const int bt = list_token(WarpTeam{lane}, q, pos, S, nS, bbest, in_k, [&](float l) { return xform(l, invT); });
+  const int bt = list_token(WarpTeam{lane}, q, pos, S, nS, bbest, in_k, [&](float l) { return row::temper(l, invT); });
   const int token = (bt == INT_MAX) ? amax : bt;
 
   // 6. Statistics: processed over the kept set, or guided over K0 from the block records.
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
       m1 = neg_inf();
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
-        lv[e] = sanitize_fast(lv[e]);
+        lv[e] = row::sanitize(lv[e]);
         m1 = fmaxf(m1, lv[e]);
       }
       M = warp_max(m1);
@@ -457,7 +457,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
       rec.pad = n;
       // Top-p without top-k: the mass outside the list (Z1 of the finish).
       if (q.p < 1.f && q.p > 0.f && !(q.k > 0 && q.k < P.V)) {
-        const float ma = xform(M, q.invT);
+        const float ma = row::temper(M, q.invT);
         const float invT = q.invT;
         float s = 0.f;
         if (invT == 1.f) {
@@ -469,7 +469,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
         } else {
 #pragma unroll
           for (int e = 0; e < 32; ++e) {
-            const float x = ex2((xform(lv[e], invT) - ma) * kLog2e);
+            const float x = ex2((row::temper(lv[e], invT) - ma) * kLog2e);
             s += (lv[e] < tau) ? x : 0.f;
           }
         }
@@ -512,14 +512,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
 #pragma unroll
           for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = Elt<DT>::cvt(ce[e]);
         }
-        // The banned column, if it lies in this block: one lane patches it (unrolled).
-        const int bo = P.banned - blk * kB;
-        if (bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane) {
-          const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
-#pragma unroll
-          for (int e = 0; e < 32; ++e)
-            if (e == idx) lv[e] = neg_inf();
-        }
+        ban_block<DT>(P, q, blk, lane, lv);
       } else {
         load_block_l<DT, false>(P, q, row, blk, lane, lv);
       }

@@ -84,11 +84,13 @@ inline size_t filter_smem_bytes(int V, bool smem_row) {
 // process and device, independent of the sampler's V (samplers of different V share the kernel).
 inline cudaError_t prepare_sample_kernels() {
   const int bytes = (int)filter_smem_bytes(kSmemRowMax, true);
-  cudaError_t e = cudaFuncSetAttribute(filter_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(filter_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(filter_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaError_t e = cudaSuccess;
+  for (int dtype : {kDtypeF32, kDtypeBF16, kDtypeF16}) {
+    if (e != cudaSuccess) break;
+    DDS_DISPATCH_DTYPE(dtype, DT, {
+      e = cudaFuncSetAttribute(filter_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    });
+  }
   return e;
 }
 
@@ -143,10 +145,13 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
     } else {
       const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
       const unsigned grid = (unsigned)((warps + kRowWarps - 1) / kRowWarps);
+      const bool mask = P.allowed != nullptr;
       if (plan.fuse_finish) {
-        launch_kernel(s, plain_pass_kernel<DT, true>, grid, kRowWarps * 32, 0, P);
+        if (mask) launch_kernel(s, plain_pass_kernel<DT, true, true>, grid, kRowWarps * 32, 0, P);
+        else launch_kernel(s, plain_pass_kernel<DT, true, false>, grid, kRowWarps * 32, 0, P);
       } else {
-        launch_kernel(s, plain_pass_kernel<DT, false>, grid, kRowWarps * 32, 0, P);
+        if (mask) launch_kernel(s, plain_pass_kernel<DT, false, true>, grid, kRowWarps * 32, 0, P);
+        else launch_kernel(s, plain_pass_kernel<DT, false, false>, grid, kRowWarps * 32, 0, P);
         if (plan.finish_warp)
           launch_kernel(s, plain_finish_warp_kernel<DT>, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps),
                         kRowWarps * 32, 0, P);
@@ -183,13 +188,9 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
   return cudaGetLastError();
 }
 
-// The one dtype dispatch of dds_sample: 0 f32, 1 bf16, 2 f16.
+// The one dtype dispatch of dds_sample (kernels/common/dtype.h).
 inline cudaError_t launch_sample(int dtype, const SampleParams& P, const SamplePlan& plan, cudaStream_t s) {
-  switch (dtype) {
-    case 0: return launch_sample_dt<0>(P, plan, s);
-    case 1: return launch_sample_dt<1>(P, plan, s);
-    default: return launch_sample_dt<2>(P, plan, s);
-  }
+  DDS_DISPATCH_DTYPE(dtype, DT, { return launch_sample_dt<DT>(P, plan, s); });
 }
 
 }  // namespace ksample

@@ -31,7 +31,7 @@ struct BlockRec {
   float maxl;    // max of l over the block's finite columns (-inf: none)
   float second;  // second largest l (multiset: equals maxl on a tie)
   int amax;      // first column with l == maxl
-  float sa;      // sum exp(a - ma), ma = xform(maxl)
+  float sa;      // sum exp(a - ma), ma = row::temper(maxl)
   float ea;      // sum exp(a - ma) * (a - ma)
   float sl;      // sum exp(l - maxl)
   float el;      // sum exp(l - maxl) * (l - maxl)
@@ -84,6 +84,10 @@ struct SampleParams {
   const uint32_t* steps;
   uint32_t step;
   int banned;
+  // Allowed-token masks (kernels/common/allowed.h): request r's row at allowed + r * allowed_stride
+  // (int32 words); null: every column allowed.
+  const int32_t* allowed;
+  long long allowed_stride;
   int stats_guided;
   int want_stats;
   int32_t* tokens;

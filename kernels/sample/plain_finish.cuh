@@ -42,10 +42,10 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
   } else {
     const double logS = log(Za);
     float xt = 0.f;
-    if (P.logprobs) xt = xform(lt == lt ? lt : load_l<DT>(P, q, row, token), q.invT);
+    if (P.logprobs) xt = row::temper(lt == lt ? lt : load_l<DT>(P, q, row, token), q.invT);
     logprob = ((double)xt - (double)Ma) - logS;
     conf = exp(-logS);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)xform(t.m2, q.invT) - (double)Ma) - logS);
+    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)row::temper(t.m2, q.invT) - (double)Ma) - logS);
     margin = conf - p2;
     ent = log(Za) - Ea / Za;
     ri.mode = 0;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
   const float Ml = t.m1;
   const bool need_a = !q.greedy;
   const bool sg = P.stats_guided != 0;
-  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
+  const float Ma = need_a ? row::temper(Ml, q.invT) : 0.f;
   const int i = row - q.row_begin;
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
   // Sums relative to the global maxima in the warp finish's order (add_block_terms: lane L adds
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
       };
       if (m1 != neg_inf()) {
         if (need_a) {
-          const float ma = xform(m1, q.invT);
+          const float ma = row::temper(m1, q.invT);
           const float s = __ldcg(&recs[b].sa);
           wa = terms(ma, Ma, s, __ldcg(&recs[b].ea), sm.sa, sm.ia);
           const double score = ((double)ma + log((double)s)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
       const int col = bbest * kB + tid + k * NT;
       float v = neg_inf();
       if (sf[k] != neg_inf())
-        v = xform(sf[k], q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
+        v = row::temper(sf[k], q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
       sf[k] = v;
       bf = fmaxf(bf, v);
     }
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
       if (sf[k] == neg_inf() || !(sf[k] >= thr)) continue;
       const int col = bbest * kB + tid + k * NT;
       const float l = load_l<DT>(P, q, row, col);
-      const double v = (double)xform(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      const double v = (double)row::temper(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
       if (bt == INT_MAX || v > bv) bl = l;  // (columns ascend: a tie keeps the first)
       argmax_merge(bv, bt, v, col);
     }
@@ -309,7 +309,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
   const float Ml = t.m1;
   const int amax = t.i1;
   const bool need_a = !q.greedy;
-  const float Ma = need_a ? xform(Ml, q.invT) : 0.f;
+  const float Ma = need_a ? row::temper(Ml, q.invT) : 0.f;
   const int i = row - q.row_begin;
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
   // Sums relative to the global maxima, block scores.
@@ -343,11 +343,11 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
     const float thr = bf - 2.f * approx_margin(bf);
     const bool all_exact = s2 != neg_inf() && !(s2 < thr);  // (thr NaN: every block)
     if (b1 >= 0 && !all_exact) {
-      if (!(s1 < thr)) argmax_merge(best, bbest, exact_score(b1, xform(__ldcg(&recs[b1].maxl), q.invT)), b1);
+      if (!(s1 < thr)) argmax_merge(best, bbest, exact_score(b1, row::temper(__ldcg(&recs[b1].maxl), q.invT)), b1);
     } else if (b1 >= 0) {
       for (int b = lane; b < nb; b += 32) {
         const float m1 = __ldcg(&recs[b].maxl);
-        if (m1 != neg_inf()) argmax_merge(best, bbest, exact_score(b, xform(m1, q.invT)), b);
+        if (m1 != neg_inf()) argmax_merge(best, bbest, exact_score(b, row::temper(m1, q.invT)), b);
       }
     }
   } else {  // greedy: the sums only (statistics)
@@ -371,7 +371,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
     for (int e = 0; e < 32; ++e) {
       float v = neg_inf();
       if (sf[e] != neg_inf())
-        v = xform(sf[e], q.invT) +
+        v = row::temper(sf[e], q.invT) +
             approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col_of<DT>(bbest, lane, e), kSaltToken));
       sf[e] = v;
       bf = fmaxf(bf, v);
@@ -390,7 +390,7 @@ __device__ __noinline__ void finish_plain_warp(const SampleParams& P, const Req&
       cand &= cand - 1;
       const int col = col_of<DT>(bbest, lane, e);
       const float l = load_l<DT>(P, q, row, col);
-      const double v = (double)xform(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+      const double v = (double)row::temper(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
       const int bt0 = bt;
       argmax_merge(bv, bt, v, col);
       if (bt != bt0) bl = l;

@@ -47,13 +47,13 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
       rec.el = en;
     } else {
       if (!q.greedy) {
-        const float ma = xform(M, q.invT);
+        const float ma = row::temper(M, q.invT);
         const float invT = q.invT;
         float s = 0.f, en = 0.f;
         if (want_e) {
 #pragma unroll
           for (int e = 0; e < N; ++e) {
-            const float d = fmaxf((xform(get(e), invT) - ma) * kLog2e, -1000.f);
+            const float d = fmaxf((row::temper(get(e), invT) - ma) * kLog2e, -1000.f);
             const float x = ex2(d);
             s += x;
             en = fmaf(x, d, en);
@@ -61,7 +61,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
           rec.ea = warp_sum(en) * kLn2;
         } else {
 #pragma unroll
-          for (int e = 0; e < N; ++e) s += ex2((xform(get(e), invT) - ma) * kLog2e);
+          for (int e = 0; e < N; ++e) s += ex2((row::temper(get(e), invT) - ma) * kLog2e);
         }
         rec.sa = warp_sum(s);
       }
@@ -84,7 +84,10 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
 
 // FUSED: the row's last warp also finishes it (P.fuse_finish; 64 registers so that 32 warps
 // per SM stay resident while the finishes run: 4096 x 1025 is one wave).
-template <int DT, bool FUSED>
+// MASK: the launch has allowed-token masks (P.allowed): every block takes load_block_l, whose
+// ban_block tests each column against the request's mask words; without, the request's mask is
+// a null constant and the code is that of a launch without masks.
+template <int DT, bool FUSED, bool MASK>
 __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kernel(const __grid_constant__ SampleParams P) {
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
@@ -104,6 +107,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
     wi = (int)(gw - (long long)row * wpr);
   }
   Req q = row_req(P, row);
+  if (!MASK) q.mask = nullptr;
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
@@ -111,7 +115,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
   const int b0 = wi * P.bpw, b1 = min(b0 + P.bpw, P.nblocks);
   // Unguided 16-byte-aligned rows: the next block's first PFN loads are in flight while this
   // block's arithmetic runs (a warp's blocks are consecutive blocks of one row).
-  const bool fastrow = P.vec_ok != 0 && !q.guided;
+  const bool fastrow = !MASK && P.vec_ok != 0 && !q.guided;
   const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
   uint4 pre[PFN];
   auto prefetch = [&](int b) {
@@ -132,7 +136,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
       cr[j] = j < PFN ? pre[j]
                       : *reinterpret_cast<const uint4*>(crow + blk * kB + j * 32 * VEC + lane * VEC);
     if (blk + 1 < b1 && (blk + 2) * kB <= P.V) prefetch(blk + 1);
-    const int bo = P.banned - blk * kB;
+    const int bo = P.banned - blk * kB;  // (ban_block, split around the packed maxima)
     const bool ban_here = bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane;
     const int ban_idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
     if constexpr (DT != 0) {
@@ -200,7 +204,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
       m1 = neg_inf();
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
-        lv[e] = sanitize_fast(lv[e]);
+        lv[e] = row::sanitize(lv[e]);
         m1 = fmaxf(m1, lv[e]);
       }
       M = warp_max(m1);

@@ -1,54 +1,37 @@
-// Row access: element types (Elt), the per-request parameters (Req: find_request, load_req), the
-// guidance / ban / temperature transform (make_l, xform), vector loads of a block of l values,
-// the NaN-propagating maxima and warp reductions over them.
+// Row access of the sample kernels: the per-request parameters (Req: find_request, load_req, after
+// the rules of kernels/common/request.h), vector loads of a block of l values (the transform of
+// kernels/common/row.h), the NaN-propagating maxima and warp reductions over them.
 #ifndef DDS_KERNELS_SAMPLE_ROW_CUH_
 #define DDS_KERNELS_SAMPLE_ROW_CUH_
 
+#include "../common/allowed.h"
 #include "../common/offsets.h"
+#include "../common/request.h"
+#include "../common/row.h"
 #include "params.cuh"
 
 namespace dds {
 namespace ksample {
 
-// ------------------------------------------------------------------------------------------------
-// Element access
-template <int DT>
-struct Elt;
-template <>
-struct Elt<0> {
-  using T = float;
-  static constexpr int VEC = 4;
-  static __device__ __forceinline__ float cvt(float x) { return x; }
-};
-template <>
-struct Elt<1> {
-  using T = uint16_t;
-  static constexpr int VEC = 8;
-  static __device__ __forceinline__ float cvt(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-};
-template <>
-struct Elt<2> {
-  using T = uint16_t;
-  static constexpr int VEC = 8;
-  static __device__ __forceinline__ float cvt(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-};
+// Element access (Elt, neg_inf), the §2 transform (row::make_l, row::sanitize, row::guide,
+// row::Ban) and the tempering (row::temper): kernels/common/row.h.
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-// Per-request parameters after docs/sampling.md §1.
+// Per-request parameters after docs/sampling.md §1. (Fields ordered without padding: 64 bytes,
+// the size of the local-memory copy that the __noinline__ finishes take by reference.)
 struct Req {
   int row_begin, row_end;
-  bool guided;
   long long ufirst;
+  uint64_t seed;
+  const int32_t* mask;  // the request's allowed-token mask row (null: every column allowed)
   float g;
-  bool greedy;
   float invT;
   int k;
   float p;
   float minp;
-  uint64_t seed;
   uint32_t step;
   int status;
+  bool guided;
+  bool greedy;
 };
 
 __device__ __forceinline__ int find_request(const SampleParams& P, int row) {
@@ -67,27 +50,11 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   q.status = 0;
   q.row_begin = P.row_offsets ? __ldg(P.row_offsets + r) : r;
   q.row_end = P.row_offsets ? __ldg(P.row_offsets + r + 1) : r + 1;
-  float T = P.temps ? __ldg(P.temps + r) : P.temp;
-  if (isnan(T) || T < 0.f || isinf(T)) {
-    T = 1.f;
-    q.status |= kReqBadTemperature;
-  }
-  q.greedy = false;
-  q.invT = 1.f;
-  if (T == 0.f) {
-    q.greedy = true;
-  } else {
-    q.invT = __fdiv_rn(1.0f, T);
-    if (isinf(q.invT)) q.greedy = true;
-  }
-  float g = P.gs ? __ldg(P.gs + r) : P.g;
-  if (!isfinite(g)) {
-    g = 0.f;
-    q.status |= kReqBadGuidance;
-  }
+  const rule::Tempering t = rule::temperature(P.temps ? __ldg(P.temps + r) : P.temp, &q.status);
+  q.greedy = t.greedy;
+  q.invT = t.invT;
+  const float g = rule::guidance(P.gs ? __ldg(P.gs + r) : P.g, &q.status);
   q.g = g;
-  q.guided = false;
-  q.ufirst = 0;
   // The row_offsets rule (common/offsets.h): a request whose offsets are not good owns no rows,
   // is flagged and never guided; the rows find_request gives it (orphans) are keyed by their
   // index in the call (row_begin = 0). A good request's rows always lie in its range.
@@ -97,39 +64,18 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
     q.status |= kReqBadRowOffsets;
     q.row_begin = q.row_end = 0;
   }
-  if (P.uncond != nullptr && g != 0.f) {
-    long long first = P.uncond_row_offsets ? (long long)__ldg(P.uncond_row_offsets + r)
-                                           : (long long)q.row_begin;
-    if (P.uncond_row_offsets == nullptr || first >= 0) {
-      if (!rows_ok || first < 0 || first + (q.row_end - q.row_begin) > P.uncond_num_rows) {
-        q.status |= kReqBadUncondRows;
-      } else {
-        q.guided = true;
-        q.ufirst = first;
-      }
-    }
-  }
-  int k = P.ks ? __ldg(P.ks + r) : P.k;
-  if (k < 0) {
-    k = 0;
-    q.status |= kReqBadTopK;
-  }
-  q.k = k;
-  float p = P.ps ? __ldg(P.ps + r) : P.p;
-  if (isnan(p)) {
-    p = 1.f;
-    q.status |= kReqBadTopP;
-  }
-  q.p = p;
-  float mp = P.minps ? __ldg(P.minps + r) : P.minp;
-  if (isnan(mp) || mp < 0.f) {
-    mp = 0.f;
-    q.status |= kReqBadMinP;
-  }
-  if (mp > 1.f) mp = 1.f;
-  q.minp = mp;
+  const bool listed = P.uncond_row_offsets != nullptr;
+  const bool want = P.uncond != nullptr && g != 0.f;  // (the offsets are read only then)
+  int64_t first = !want ? 0 : listed ? (int64_t)__ldg(P.uncond_row_offsets + r) : (int64_t)q.row_begin;
+  q.guided = rule::guided(want, g, listed, &first, q.row_end - q.row_begin,
+                          P.uncond_num_rows, rows_ok, &q.status);
+  q.ufirst = q.guided ? first : 0;
+  q.k = rule::top_k(P.ks ? __ldg(P.ks + r) : P.k, &q.status);
+  q.p = rule::top_p(P.ps ? __ldg(P.ps + r) : P.p, &q.status);
+  q.minp = rule::min_p(P.minps ? __ldg(P.minps + r) : P.minp, &q.status);
   q.seed = P.seeds ? __ldg(P.seeds + r) : P.seed;
   q.step = P.steps ? __ldg(P.steps + r) : P.step;
+  q.mask = allowed_row(P.allowed, P.allowed_stride, r);
   return q;
 }
 
@@ -142,33 +88,39 @@ __device__ __forceinline__ bool is_filtered(const Req& q, int V) {
   return !q.greedy && ((q.k > 0 && q.k < V) || q.p < 1.f || q.minp > 0.f);
 }
 
-// §2: l from c (and u).
-__device__ __forceinline__ float make_l(float c, float u, bool guided, float g, int t, int banned) {
-  float v = c;
-  if (guided) v = (c == neg_inf() || u == neg_inf()) ? neg_inf() : __fmaf_rn(g, __fsub_rn(c, u), c);
-  if (t == banned) v = neg_inf();
-  if (isnan(v)) v = neg_inf();
-  if (v == -neg_inf()) v = FLT_MAX;
-  return v;
-}
-// §2 step 3: a = l * invT, +inf -> FLT_MAX.
-// A finite l whose product overflows to -inf stays in K0 as -FLT_MAX (docs §2 step 3).
-__device__ __forceinline__ float xform(float l, float invT) {
-  float a = fminf(__fmul_rn(l, invT), FLT_MAX);
-  if (a == neg_inf() && l != neg_inf()) a = -FLT_MAX;
-  return a;
+// The columns of request q's rows that make_l sets to -inf (kernels/common/row.h Ban): the
+// launch's banned token and the request's mask row.
+__device__ __forceinline__ row::Ban ban_of(const SampleParams& P, const Req& q) {
+  return row::Ban{P.banned, q.mask};
 }
 
-// §2 without the banned-token rule (the row pass patches that one column separately):
-// NaN -> -inf, +inf -> FLT_MAX in three instructions.
-__device__ __forceinline__ float sanitize_fast(float v) {
-  return (v == v) ? fminf(v, FLT_MAX) : neg_inf();
+// The excluded columns of block `blk` (Ban), where the whole-block fast paths skipped make_l:
+// the lane that holds the banned column in lv (load_block_l's layout, groups [0, N / VEC)) sets
+// it to -inf (unrolled: no local memory); a masked row tests every column against its group's
+// mask word (a branch uniform over the launch).
+template <int DT, int N>
+__device__ __forceinline__ void ban_block(const SampleParams& P, const Req& q, int blk, int lane,
+                                          float (&lv)[N]) {
+  constexpr int VEC = Elt<DT>::VEC;
+  const row::Ban ban = ban_of(P, q);
+  const int bo = ban.token - blk * kB;
+  if (bo >= 0 && bo < N * 32 && ((bo / VEC) & 31) == lane) {
+    const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
+#pragma unroll
+    for (int e = 0; e < N; ++e)
+      if (e == idx) lv[e] = neg_inf();
+  }
+  if (ban.mask) {
+#pragma unroll
+    for (int j = 0; j < N / VEC; ++j) {
+      const uint32_t w = ban.word(blk * kB + j * 32 * VEC + lane * VEC, P.V);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        if (((w >> e) & 1u) == 0u) lv[j * VEC + e] = neg_inf();
+    }
+  }
 }
-__device__ __forceinline__ float make_l_nb(float c, float u, bool guided, float g) {
-  float v = c;
-  if (guided) v = (c == neg_inf() || u == neg_inf()) ? neg_inf() : __fmaf_rn(g, __fsub_rn(c, u), c);
-  return sanitize_fast(v);
-}
+
 // max that propagates NaN (sm_80+): the row pass's fast path detects NaN and +inf through it.
 __device__ __forceinline__ float fmax_nan(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -252,9 +204,8 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
             const float c = Elt<DT>::cvt(ce[e]), u = Elt<DT>::cvt(ue[e]);
-            lv[j * VEC + e] = SAN ? make_l_nb(c, u, true, q.g)
-                                  : ((c == neg_inf() || u == neg_inf()) ? neg_inf()
-                                                                        : __fmaf_rn(q.g, __fsub_rn(c, u), c));
+            const float v = row::guide(c, u, q.g);
+            lv[j * VEC + e] = SAN ? row::sanitize(v) : v;
           }
         }
       }
@@ -266,19 +217,12 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const float c = Elt<DT>::cvt(ce[e]);
-          lv[j * VEC + e] = SAN ? sanitize_fast(c) : c;
+          lv[j * VEC + e] = SAN ? row::sanitize(c) : c;
         }
         (void)c0;
       }
     }
-    // The banned column, if it lies in this block: one lane patches it (unrolled, no local memory).
-    const int bo = P.banned - blk * kB;
-    if (bo >= 0 && bo < kB && ((bo / VEC) & 31) == lane) {
-      const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
-#pragma unroll
-      for (int e = 0; e < 32; ++e)
-        if (e == idx) lv[e] = neg_inf();
-    }
+    ban_block<DT>(P, q, blk, lane, lv);
     return;
   }
 #pragma unroll
@@ -286,14 +230,16 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
     const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
     float c[VEC];
     load_vec<DT>(crow, c0, P.V, vec, c);
+    const row::Ban ban = ban_of(P, q);
+    const uint32_t w = ban.word(c0, P.V);
     if (q.guided) {
       float u[VEC];
       load_vec<DT>(urow, c0, P.V, vec, u);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = make_l(c[e], u[e], true, q.g, c0 + e, P.banned);
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], u[e], true, q.g, c0, e, w, ban);
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = make_l(c[e], 0.f, false, 0.f, c0 + e, P.banned);
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], 0.f, false, 0.f, c0, e, w, ban);
     }
   }
 }
@@ -307,7 +253,7 @@ __device__ __forceinline__ float load_l(const SampleParams& P, const Req& q, int
   float u = 0.f;
   if (q.guided)
     u = Elt<DT>::cvt(reinterpret_cast<const T*>(P.uncond)[(q.ufirst + (row - q.row_begin)) * P.uncond_stride + col]);
-  return make_l(c, u, q.guided, q.g, col, P.banned);
+  return row::make_l(c, u, q.guided, q.g, col, ban_of(P, q));
 }
 
 

@@ -6,7 +6,7 @@
 // Files, in include order
 //   plan.h          the launch plan: shape constants, the rules, SamplePlanOverrides (tests)
 //   params.cuh      SampleParams (the kernels' parameter block), BlockRec, RowInfo
-//   row.cuh         row access: Elt, Req (row_req: find_request + load_req), make_l / xform, block loads
+//   row.cuh         row access: Elt, Req (row_req: find_request + load_req), make_l / temper (kernels/common/row.h), block loads
 //   outputs.cuh     per-row output stores
 //   select.cuh      radix selects over candidate sources, run by a WarpTeam or CtaTeam
 //   filtered.cuh    row_pass_kernel, cand_finish_kernel (filtered rows from candidate lists)
@@ -29,7 +29,8 @@
 //    column and the runner-up, picks the winning block (block scores in fp32 first, float64
 //    Gumbels for those near the best), re-reads that block (L2) for the token Gumbels, writes the
 //    outputs. From 1024 rows, rows that one warp streams whole are finished by that warp inside
-//    the pass instead (plain_pass_kernel<DT, true>, plan.fuse_finish).
+//    the pass instead (plain_pass_kernel<DT, true, MASK>, plan.fuse_finish; MASK: the launch has
+//    allowed-token masks).
 //  * small_plain_kernel (unfiltered rows, V <= 2048): one warp per row holds the whole row in
 //    registers, does the pass and the finish in one launch with the same arithmetic (same output
 //    bits); up to 2 x SMs rows, a CTA per row whose 8 warps share the token pass.

@@ -18,7 +18,7 @@ namespace ksample {
 // records tau in BlockRec::ea (every finite column of the block outside the list has l < tau),
 // the list length in BlockRec::pad and, for top-p rows without top-k, the sum of exp(a - ma) over
 // the columns outside the list in BlockRec::sa. The last warp of the row merges the lists: with
-// U = max tau, the candidates with a > xform(prev(U)) are exactly a prefix S of the order
+// U = max tau, the candidates with a > row::temper(prev(U)) are exactly a prefix S of the order
 // (a desc, t asc). When the kept set is provably inside S (top-k with k <= |S|, top-p whose
 // boundary lies in S, min-p threshold above U, or S = every finite column), the warp selects the
 // thresholds on S (radix select, 8-bit digits), samples and writes every output; otherwise it
@@ -356,7 +356,7 @@ __device__ __forceinline__ float add_rec_terms(const R& rec, bool need_a, bool s
   if (m1 == neg_inf()) return neg_inf();
   float ma = 0.f;
   if (need_a) {
-    ma = xform(m1, invT);
+    ma = row::temper(m1, invT);
     const double sa = (double)rec.sa();
     const double ea = (double)rec.ea();
     const double dm = (double)ma - (double)Ma;

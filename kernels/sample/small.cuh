@@ -47,17 +47,10 @@ __device__ __forceinline__ float small_load(const SampleParams& P, const Req& q,
       load_vec<DT>(crow, c0, P.V, vec, &lv[j * VEC]);
       load_vec<DT>(urow, c0, P.V, vec, u);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = make_l_nb(lv[j * VEC + e], u[e], true, q.g);
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::sanitize(row::guide(lv[j * VEC + e], u[e], q.g));
     }
   }
-  // The banned column, if this lane holds it (unrolled: no local memory).
-  const int bo = P.banned - blk * kB;
-  if (bo >= 0 && bo < NG * 32 * VEC && ((bo / VEC) & 31) == lane) {
-    const int idx = (bo / (32 * VEC)) * VEC + (bo % VEC);
-#pragma unroll
-    for (int e = 0; e < N; ++e)
-      if (e == idx) lv[e] = neg_inf();
-  }
+  ban_block<DT>(P, q, blk, lane, lv);
   float m = lv[0];
 #pragma unroll
   for (int e = 1; e < N; ++e) m = fmax_nan(m, lv[e]);
@@ -66,7 +59,7 @@ __device__ __forceinline__ float small_load(const SampleParams& P, const Req& q,
     m = neg_inf();
 #pragma unroll
     for (int e = 0; e < N; ++e) {
-      lv[e] = sanitize_fast(lv[e]);
+      lv[e] = row::sanitize(lv[e]);
       m = fmaxf(m, lv[e]);
     }
     M = warp_max(m);
@@ -128,15 +121,16 @@ __device__ __forceinline__ void small_group(const SampleParams& P, const Req& q,
     float u[VEC];
     load_vec<DT>(urow, c0, P.V, vec, u);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) l[e] = make_l_nb(l[e], u[e], true, q.g);
+    for (int e = 0; e < VEC; ++e) l[e] = row::sanitize(row::guide(l[e], u[e], q.g));
   } else {
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) l[e] = sanitize_fast(l[e]);
+    for (int e = 0; e < VEC; ++e) l[e] = row::sanitize(l[e]);
   }
-  const int bo = P.banned - c0;
+  const row::Ban ban = ban_of(P, q);
+  const uint32_t w = ban.word(c0, P.V);
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
-    if (bo == e) l[e] = neg_inf();
+    if (ban.excluded(c0 + e, w, e)) l[e] = neg_inf();
 }
 
 // The token within block `blk` (NG 16-byte groups per lane): approximate Gumbels for every
@@ -167,7 +161,7 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
   float l1 = 0.f;
   int c1 = -1;
   auto approx = [&](float l, int col) {
-    return xform(l, q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
+    return row::temper(l, q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
   };
   auto group = [&](const float (&l)[VEC], int c0) {
 #pragma unroll
@@ -189,8 +183,10 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
       const uint4 raw = *reinterpret_cast<const uint4*>(crow + c0);
       const T* ce = reinterpret_cast<const T*>(&raw);
       float l[VEC];
+      const row::Ban ban = ban_of(P, q);
+      const uint32_t w = ban.word(c0, P.V);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) l[e] = (P.banned - c0 == e) ? neg_inf() : sanitize_fast(Elt<DT>::cvt(ce[e]));
+      for (int e = 0; e < VEC; ++e) l[e] = ban.excluded(c0 + e, w, e) ? neg_inf() : row::sanitize(Elt<DT>::cvt(ce[e]));
       group(l, c0);
     }
   } else {
@@ -215,7 +211,7 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
   int bt = INT_MAX;
   float bl = 0.f;
   auto exact = [&](int col, float l) {
-    const double v = (double)xform(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
+    const double v = (double)row::temper(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
     const int bt0 = bt;
     argmax_merge(bv, bt, v, col);
     if (bt != bt0) bl = l;
@@ -303,7 +299,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
       if (lane == 0) write_empty(P, row);
       bb = -2;
     } else {
-      Ma = need_a ? xform(Ml, q.invT) : 0.f;
+      Ma = need_a ? row::temper(Ml, q.invT) : 0.f;
       // Lane b keeps block b's record for the sums (added after the token: fewer live registers).
       rmine = lane == 0 ? r0 : r1;
       if (need_a) {
@@ -314,7 +310,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
           double sc = 0;
           if (lane < 2) {
             const BlockRec rb = lane == 0 ? r0 : r1;
-            sc = ((double)xform(rb.maxl, q.invT) + log((double)rb.sa)) +
+            sc = ((double)row::temper(rb.maxl, q.invT) + log((double)rb.sa)) +
                  gumbel(q.seed, q.step, pos, (uint32_t)lane, kSaltBlock);
           }
           const double s1 = __shfl_sync(0xffffffffu, sc, 1);
@@ -442,7 +438,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
       // The keys into shared memory, column-indexed (16-byte stores; columns >= V: -inf, key 0).
       auto key_of = [&](float l) {
         nfin += l != neg_inf() ? 1 : 0;
-        return l != neg_inf() ? fkey(xform(l, invT)) : 0u;
+        return l != neg_inf() ? fkey(row::temper(l, invT)) : 0u;
       };
 #pragma unroll
       for (int j = 0; j < NJ; ++j)
@@ -466,7 +462,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   float amin = neg_inf();
   float m = 0.f;
   if (!empty && (!CTA || wid == 0)) {
-    m = xform(t.m1, invT);
+    m = row::temper(t.m1, invT);
     if (q.minp > 0.f) {
       float x = 0.f;
       if (lane == 0) x = minp_threshold(m, (double)m, q.minp);
@@ -485,7 +481,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
     nfin = sm.nfin;
     empty = sm.empty != 0;
     amin = sm.amin;
-    m = xform(t.m1, invT);
+    m = row::temper(t.m1, invT);
   } else {
     __syncwarp();
   }

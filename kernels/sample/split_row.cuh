@@ -61,7 +61,7 @@ __device__ __forceinline__ void split_bounds(const SampleParams& P, const Req& q
   const bool topk_on = q.k > 0 && q.k < P.V;
   float amin = neg_inf(), lo = neg_inf();
   if (t.m1 != neg_inf()) {
-    const float m = xform(t.m1, invT);
+    const float m = row::temper(t.m1, invT);
     if (q.minp > 0.f) {
       float x = 0.f;
       if (lane == 0) x = minp_threshold(m, (double)m, q.minp);
@@ -85,7 +85,7 @@ __device__ __forceinline__ void split_bounds(const SampleParams& P, const Req& q
           for (int b = lane; b < nb; b += 32) c += keys[b] >= cand ? 1 : 0;
           if (warp_sumi(c) >= q.k) pre = cand;
         }
-        if (pre >= 0x00800000u) lo = xform(fkey_inv(pre), invT);
+        if (pre >= 0x00800000u) lo = row::temper(fkey_inv(pre), invT);
       }
       __syncwarp();
     } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
@@ -96,7 +96,7 @@ __device__ __forceinline__ void split_bounds(const SampleParams& P, const Req& q
     sm.t = t;
     sm.Ul = Ul;
     sm.complete = complete ? 1 : 0;
-    sm.Ua = complete ? neg_inf() : xform(nextafterf(Ul, neg_inf()), invT);
+    sm.Ua = complete ? neg_inf() : row::temper(nextafterf(Ul, neg_inf()), invT);
     sm.amin = amin;
     sm.lo = lo;
   }
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     return;
   }
   const float Ml = t.m1;
-  const float m = xform(Ml, invT);
+  const float m = row::temper(Ml, invT);
   const double md = (double)m;
   const float Ua = sm.Ua, lo = sm.lo, amin = sm.amin;
   const bool complete = sm.complete != 0;
@@ -155,14 +155,14 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   for (int b = part * kSplitBlocks + wid; b < b1; b += kRowWarps) {
     int n = __ldcg(&recs[b].pad);
     if (!want_zout && n > 0) {
-      const float ma = xform(__ldcg(&recs[b].maxl), invT);
+      const float ma = row::temper(__ldcg(&recs[b].maxl), invT);
       if (!(ma > Ua && ma >= lo)) n = 0;
     }
     for (int j0 = 0; j0 < n; j0 += 32) {
       const int j = j0 + lane;
       const bool valid = j < n;
       const int2 e = valid ? __ldcg(cl + (long long)b * L + j) : make_int2(0, 0);
-      const float a = valid ? xform(__int_as_float(e.y), invT) : neg_inf();
+      const float a = valid ? row::temper(__int_as_float(e.y), invT) : neg_inf();
       const bool in = valid && a > Ua && a >= lo;
       if (want_zout && valid && !in) zout += __double2ull_rn(exp((double)a - md) * kMassScale);
       const unsigned bal = __ballot_sync(0xffffffffu, in);
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
         const float m1 = __ldcg(&recs[b].maxl);
         if (m1 == neg_inf()) continue;
         const double sr = (double)__ldcg(&recs[b].sa);
-        if (sr > 0) zr += sr * exp((double)xform(m1, invT) - md);
+        if (sr > 0) zr += sr * exp((double)row::temper(m1, invT) - md);
       }
       zr = warp_sumd(zr);
     }
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   const double zo = sm.zo;
   auto each = [&](auto g) {
     for_list(S, nS, lane, [&](int c, float l) {
-      const float a = xform(l, invT);
+      const float a = row::temper(l, invT);
       g(c, a, fkey(a));
     }, 128 * wid + lane, 128 * kRowWarps);
   };
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   long long ef = 0;
   int nk = 0;
   for_list(S, nS, lane, [&](int c, float l) {
-    const float a = xform(l, invT);
+    const float a = row::temper(l, invT);
     if (!in_k(c, a)) return;
     const unsigned long long ux = kept_terms(a, md, ef);
     if (ux) atomicAdd(km + (c >> 10), ux);
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   best = 0;
   bbest = INT_MAX;
   for (int u = 0; u < kRowWarps; ++u) argmax_merge(best, bbest, sm.bv[u], sm.bi[u]);
-  const int bt = list_token(team, q, pos, S, nS, bbest, in_k, [&](float l) { return xform(l, invT); });
+  const int bt = list_token(team, q, pos, S, nS, bbest, in_k, [&](float l) { return row::temper(l, invT); });
   const int token = (bt == INT_MAX) ? t.i1 : bt;
   if (tid == 0)
     filtered_outputs<DT>(P, q, row, token, t.i1, t.m2, Ml, m, th.kthr, th.cid, amin, zf, ef, nk,

@@ -49,7 +49,7 @@ __device__ __forceinline__ void load_block(const Call& c, const RowCtx& r, int b
   const T* cr = static_cast<const T*>(r.crow);
   const T* ur = static_cast<const T*>(r.urow);
   const int32_t b0 = blk * kB, t0 = b0 - c.off;
-  const int banned = c.a.banned_token;
+  const row::Ban ban = ban_of(c.a);
   const bool inside = b0 >= c.off && b0 + kB <= c.off + c.Vs;
   const bool vec = inside && ((uintptr_t)(cr + t0) % 16 == 0) &&
                    (!r.guided || (uintptr_t)(ur + t0) % 16 == 0);
@@ -69,8 +69,8 @@ __device__ __forceinline__ void load_block(const Call& c, const RowCtx& r, int b
         const T* ue = reinterpret_cast<const T*>(&uv[j]);
 #pragma unroll
         for (int q = 0; q < VEC; ++q)
-          lv[j * VEC + q] = make_l(Elt<DT>::cvt(ce[q]), Elt<DT>::cvt(ue[q]), true, r.gs,
-                                   b0 + j * 32 * VEC + lane * VEC + q, banned);
+          lv[j * VEC + q] = row::make_l(Elt<DT>::cvt(ce[q]), Elt<DT>::cvt(ue[q]), true, r.gs,
+                                   b0 + j * 32 * VEC + lane * VEC + q, ban);
       }
     } else {
 #pragma unroll
@@ -78,8 +78,8 @@ __device__ __forceinline__ void load_block(const Call& c, const RowCtx& r, int b
         const T* ce = reinterpret_cast<const T*>(&cv[j]);
 #pragma unroll
         for (int q = 0; q < VEC; ++q)
-          lv[j * VEC + q] = make_l(Elt<DT>::cvt(ce[q]), 0.f, false, 0.f,
-                                   b0 + j * 32 * VEC + lane * VEC + q, banned);
+          lv[j * VEC + q] = row::make_l(Elt<DT>::cvt(ce[q]), 0.f, false, 0.f,
+                                   b0 + j * 32 * VEC + lane * VEC + q, ban);
       }
     }
     return;
@@ -93,7 +93,7 @@ __device__ __forceinline__ void load_block(const Call& c, const RowCtx& r, int b
     if (col >= lo && col < hi) {
       const float cv1 = Elt<DT>::cvt(cr[col - c.off]);
       const float u = r.guided ? Elt<DT>::cvt(ur[col - c.off]) : 0.f;
-      v = make_l(cv1, u, r.guided, r.gs, col, banned);
+      v = row::make_l(cv1, u, r.guided, r.gs, col, ban);
     }
     lv[e] = v;
   }

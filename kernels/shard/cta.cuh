@@ -48,32 +48,12 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 // ------------------------------------------------------------------------------------------------
-// Elements: kernels/sample/row.cuh's Elt, neg_inf, ex2 and col_of; make_l, xf and warp_mini are this
-// family's own (ksample::make_l tests NaN with isnan, which compiles to a different comparison, and
-// ksample::xform clamps with fminf: the same values for the l that make_l yields, other
-// instructions).
+// Elements: Elt, neg_inf and the §2 transform (row::make_l) from kernels/common/row.h; xf and
+// ban_of from shard/row.h (host and device); col_of from kernels/sample/row.cuh.
 using ksample::col_of;
-using ksample::Elt;
 using dds::ex2;
-using ksample::neg_inf;
-
-// docs/sampling.md §2 exactly as shard::column(): guidance, ban, NaN, +inf.
-__device__ __forceinline__ float make_l(float c, float u, bool guided, float g, int col, int banned) {
-  float v = c;
-  if (guided) v = (c == neg_inf() || u == neg_inf()) ? neg_inf() : __fmaf_rn(g, __fsub_rn(c, u), c);
-  if (col == banned) v = neg_inf();
-  if (v != v) v = neg_inf();
-  if (v == -neg_inf()) v = FLT_MAX;
-  return v;
-}
-// a (x) from l: greedy rows use l.
-__device__ __forceinline__ float xf(float l, bool greedy, float invT) {
-  if (greedy) return l;
-  float x = __fmul_rn(l, invT);
-  if (x == -neg_inf()) x = FLT_MAX;
-  else if (x == neg_inf() && l > neg_inf()) x = -FLT_MAX;
-  return x;
-}
+using shard::xf;
+using shard::ban_of;
 
 // Warp reductions, Top2, argmax_merge, approx_gumbel: kernels/common/warp.cuh (shared with
 // kernels/sample/).
@@ -120,7 +100,7 @@ __device__ __forceinline__ float load_l1(const Call& c, const RowCtx& r, int32_t
   using T = typename Elt<DT>::T;
   const float cv = Elt<DT>::cvt(static_cast<const T*>(r.crow)[t]);
   const float u = r.guided ? Elt<DT>::cvt(static_cast<const T*>(r.urow)[t]) : 0.f;
-  return make_l(cv, u, r.guided, r.gs, c.off + t, c.a.banned_token);
+  return row::make_l(cv, u, r.guided, r.gs, c.off + t, ban_of(c.a));
 }
 
 // Calls f(t, l) for every column t of the slice owned by this thread (t = threadIdx.x mod

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(const __grid_con
     col.l = l;
     col.in0 = l > neg_inf();
     col.x = xf(l, r.greedy, r.invT);
-    shard::store_val(c.a.probs, c.a.probs_dtype, base + t, shard::finish_prob_col(f, col, c.off + t));
+    store_elt(c.a.probs, c.a.probs_dtype, base + t, shard::finish_prob_col(f, col, c.off + t));
   });
 }
 

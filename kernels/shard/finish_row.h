@@ -86,7 +86,7 @@ DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, con
     f.empty = true;
     if (a.tokens) a.tokens[i] = 0;
     if (a.argmax) a.argmax[i] = 0;
-    if (a.logprobs) a.logprobs[i] = neg_inf_f();
+    if (a.logprobs) a.logprobs[i] = neg_inf();
     if (a.confidence) a.confidence[i] = 0.f;
     if (a.margin) a.margin[i] = 0.f;
     if (a.entropy) a.entropy[i] = 0.f;
@@ -185,7 +185,7 @@ DDS_HD int32_t finish_row(const Call& c, int32_t i) {
   if (a.probs) {
     localize(c, w, &f.k);
     const int64_t base = (int64_t)i * a.probs_row_stride;
-    for (int32_t t = 0; t < c.Vs; ++t) store_val(a.probs, a.probs_dtype, base + t, finish_prob(c, w, f, t));
+    for (int32_t t = 0; t < c.Vs; ++t) store_elt(a.probs, a.probs_dtype, base + t, finish_prob(c, w, f, t));
   }
   return f.empty ? kReqEmptyRow : 0;
 }

@@ -37,11 +37,8 @@ inline cudaError_t launch_partial(const Call& c, int32_t round, unsigned char* o
     launch_kernel(s, slow_partial_kernel, (unsigned)blocks, kSlowThreads, 0, c, round, kind, out);
     return cudaGetLastError();
   }
-  switch (c.a.dtype) {  // the one dtype dispatch of the partial rounds
-    case shard::kF32: launch_partial_dt<shard::kF32>(c, round, kind, out, s); break;
-    case shard::kBF16: launch_partial_dt<shard::kBF16>(c, round, kind, out, s); break;
-    default: launch_partial_dt<shard::kF16>(c, round, kind, out, s); break;
-  }
+  // the one dtype dispatch of the partial rounds
+  DDS_DISPATCH_DTYPE(c.a.dtype, DT, { launch_partial_dt<DT>(c, round, kind, out, s); });
   return cudaGetLastError();
 }
 
@@ -60,11 +57,7 @@ inline cudaError_t launch_finish(const Call& c, cudaStream_t s) {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
-  switch (c.a.dtype) {  // the one dtype dispatch of the finish
-    case shard::kF32: launch_finish_dt<shard::kF32>(c, s); break;
-    case shard::kBF16: launch_finish_dt<shard::kBF16>(c, s); break;
-    default: launch_finish_dt<shard::kF16>(c, s); break;
-  }
+  DDS_DISPATCH_DTYPE(c.a.dtype, DT, { launch_finish_dt<DT>(c, s); });  // the finish's one dispatch
   return cudaGetLastError();
 }
 

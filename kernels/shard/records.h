@@ -22,7 +22,7 @@ namespace dds {
 namespace shard {
 
 // Public values (checked against include/dds/*.h in src/shard_params.h).
-constexpr int32_t kF32 = 0, kBF16 = 1, kF16 = 2;  // dds_dtype
+constexpr int32_t kF32 = kDtypeF32, kBF16 = kDtypeBF16, kF16 = kDtypeF16;  // dds_dtype
 constexpr int32_t kStatsGuided = 1;               // DDS_STATS_GUIDED
 constexpr int32_t kRoundStats = 0, kRoundRadix = 1, kRoundKept = 2;  // dds_shard_round_kind
 constexpr int kMaxTopK = 1024;  // DDS_SHARD_MAX_TOP_K

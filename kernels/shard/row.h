@@ -1,20 +1,21 @@
-// Vocabulary-parallel sampling, host and device: the arithmetic helpers, the per-request
-// parameters, a call's arguments (Args, Call), a row's columns (column: docs/sampling.md §2), the
+// Vocabulary-parallel sampling, host and device: float64 helpers, the per-request parameters (the
+// rules of kernels/common/request.h), a call's arguments (Args, Call), a row's columns (column: docs/sampling.md §2 by kernels/common/row.h), the
 // rule of the set of columns a rank works on (KRule), a rank's share of the two-level sampler, and
 // round 0 (STATS) of one row.
 #ifndef DDS_KERNELS_SHARD_ROW_H_
 #define DDS_KERNELS_SHARD_ROW_H_
 
 #include "../common/offsets.h"
+#include "../common/request.h"
+#include "../common/row.h"
 #include "records.h"
 
 namespace dds {
 namespace shard {
 
 // ---------------------------------------------------------------------------------------------
-// Arithmetic helpers: correctly rounded fp32 steps and float64 libm on both sides.
+// float64 helpers (libm on both sides); the fp32 steps and the element access: kernels/common/row.h.
 // ---------------------------------------------------------------------------------------------
-DDS_HD float neg_inf_f() { return bits_to_f32(0xff800000u); }
 DDS_HD double neg_inf_d() {
   const uint64_t b = 0xfff0000000000000ull;
   double d;
@@ -35,52 +36,6 @@ DDS_HD double dlog(double x) {
   return std::log(x);
 #endif
 }
-DDS_HD float fmul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-DDS_HD float fsub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-DDS_HD float ffma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-DDS_HD float fdiv_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-DDS_HD bool f_isnan(float x) { return x != x; }
-DDS_HD bool f_isinf(float x) { return x == -neg_inf_f() || x == neg_inf_f(); }
-
-DDS_HD float load_val(const void* base, int32_t dtype, int64_t idx) {
-  switch (dtype) {
-    case kF32: return static_cast<const float*>(base)[idx];
-    case kBF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[idx]);
-    default: return f16_to_f32(static_cast<const uint16_t*>(base)[idx]);
-  }
-}
-DDS_HD void store_val(void* base, int32_t dtype, int64_t idx, float v) {
-  switch (dtype) {
-    case kF32: static_cast<float*>(base)[idx] = v; break;
-    case kBF16: static_cast<uint16_t*>(base)[idx] = f32_to_bf16(v); break;
-    default: static_cast<uint16_t*>(base)[idx] = f32_to_f16(v); break;
-  }
-}
-
 // Order-preserving key of a (larger a -> larger key); -0 and +0 share the key of +0.
 DDS_HD uint32_t order_key(float a) {
   if (a == 0.f) a = 0.f;
@@ -172,57 +127,20 @@ DDS_HD Params request_params(const Args& a, int32_t r) {
   // The row_offsets rule (common/offsets.h): flagged offsets own no rows, are never guided.
   const bool rows_ok = offsets::good(rb, re, r, a.num_requests, a.num_rows);
   if (!rows_ok) q.status |= kReqBadRowOffsets;
-  float T = a.temperatures ? a.temperatures[r] : a.temperature;
-  if (f_isnan(T) || T < 0.f || f_isinf(T)) {
-    T = 1.f;
-    q.status |= kReqBadTemperature;
-  }
-  q.greedy = false;
-  q.invT = 1.f;
-  if (T == 0.f) {
-    q.greedy = true;
-  } else {
-    q.invT = fdiv_rn(1.0f, T);
-    if (f_isinf(q.invT)) q.greedy = true;
-  }
-  float g = a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale;
-  if (f_isnan(g) || f_isinf(g)) {
-    g = 0.f;
-    q.status |= kReqBadGuidance;
-  }
+  const rule::Tempering t = rule::temperature(a.temperatures ? a.temperatures[r] : a.temperature, &q.status);
+  q.greedy = t.greedy;
+  q.invT = t.invT;
+  const float g = rule::guidance(a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale, &q.status);
   q.g = g;
-  q.guided = false;
-  q.uncond_first = 0;
-  if (a.uncond_logits != nullptr && g != 0.f) {
-    const int64_t first = a.uncond_row_offsets == nullptr ? (int64_t)rb : a.uncond_row_offsets[r];
-    if (a.uncond_row_offsets == nullptr || first >= 0) {
-      if (!rows_ok || first < 0 || first + (re - rb) > a.uncond_num_rows) {
-        q.status |= kReqBadUncondRows;
-      } else {
-        q.guided = true;
-        q.uncond_first = first;
-      }
-    }
-  }
-  int32_t k = a.top_ks ? a.top_ks[r] : a.top_k;
-  if (k < 0) {
-    k = 0;
-    q.status |= kReqBadTopK;
-  }
-  q.k = k;
-  float p = a.top_ps ? a.top_ps[r] : a.top_p;
-  if (f_isnan(p)) {
-    p = 1.f;
-    q.status |= kReqBadTopP;
-  }
-  q.p = p;
-  float mp = a.min_ps ? a.min_ps[r] : a.min_p;
-  if (f_isnan(mp) || mp < 0.f) {
-    mp = 0.f;
-    q.status |= kReqBadMinP;
-  }
-  if (mp > 1.f) mp = 1.f;
-  q.min_p = mp;
+  const bool listed = a.uncond_row_offsets != nullptr;
+  const bool want = a.uncond_logits != nullptr && g != 0.f;  // (the offsets are read only then)
+  int64_t first = !want ? 0 : listed ? (int64_t)a.uncond_row_offsets[r] : (int64_t)rb;
+  q.guided = rule::guided(want, g, listed, &first, re - rb, a.uncond_num_rows,
+                          true, &q.status);
+  q.uncond_first = q.guided ? first : 0;
+  q.k = rule::top_k(a.top_ks ? a.top_ks[r] : a.top_k, &q.status);
+  q.p = rule::top_p(a.top_ps ? a.top_ps[r] : a.top_p, &q.status);
+  q.min_p = rule::min_p(a.min_ps ? a.min_ps[r] : a.min_p, &q.status);
   q.seed = a.seeds ? a.seeds[r] : a.seed;
   q.step = a.steps ? a.steps[r] : a.step;
   return q;
@@ -309,27 +227,22 @@ struct Col {
 };
 
 // Column t (local index) of row w of this rank's slice: l, x (= a; = l for greedy rows), K0.
+// The columns of the call that make_l sets to -inf (kernels/common/row.h Ban).
+DDS_HD row::Ban ban_of(const Args& a) { return row::Ban{a.banned_token}; }
+
+// a (x) from l: greedy rows use l itself.
+DDS_HD float xf(float l, bool greedy, float invT) { return greedy ? l : row::temper(l, invT); }
+
 DDS_HD Col column(const Call& c, const Row& w, int32_t t) {
   const Args& a = c.a;
   const Params& q = w.q;
-  const float cv = load_val(a.logits, a.dtype, (int64_t)w.i * a.row_stride + t);
-  float v = cv;
-  if (q.guided) {
-    const float u = load_val(a.uncond_logits, a.dtype, (q.uncond_first + w.j) * a.uncond_row_stride + t);
-    v = (cv == neg_inf_f() || u == neg_inf_f()) ? neg_inf_f() : ffma_rn(q.g, fsub_rn(cv, u), cv);
-  }
-  if (c.off + t == a.banned_token) v = neg_inf_f();
-  if (f_isnan(v)) v = neg_inf_f();
-  if (v == -neg_inf_f()) v = FLT_MAX;
+  const float cv = load_elt(a.logits, a.dtype, (int64_t)w.i * a.row_stride + t);
+  const float u = q.guided ? load_elt(a.uncond_logits, a.dtype, (q.uncond_first + w.j) * a.uncond_row_stride + t) : 0.f;
+  const float v = row::make_l(cv, u, q.guided, q.g, c.off + t, ban_of(a));
   Col o;
   o.l = v;
-  o.in0 = v > neg_inf_f();
-  float xv = v;
-  if (!q.greedy) {
-    xv = fmul_rn(v, q.invT);
-    if (xv == -neg_inf_f()) xv = FLT_MAX;
-    else if (xv == neg_inf_f() && o.in0) xv = -FLT_MAX;
-  }
+  o.in0 = v > neg_inf();
+  const float xv = xf(v, q.greedy, q.invT);
   o.x = xv;
   return o;
 }

@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         int nv = P.num_valid ? nvr : nrows;
         nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
         cnt = max(0, min(nv, hi - rb) - (lo - rb));
-        if (isnan(Tm) || Tm < 0.f || isinf(Tm)) status |= kReqBadTemperature;
+        if (rule::temperature_bad(Tm)) status |= kReqBadTemperature;
         // The input token ids of the stashed rows (CTA 0 only: it writes the status).
         if (blockIdx.x == 0 && P.req_status) {
           if (P.token_ids) {
@@ -194,11 +194,9 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
     const int i = own_lo + (q - cum[r]);
     const int j = i - rb;
     const int slot = P.slots ? P.slots[r] : r;
-    float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-    if (isnan(Tm) || Tm < 0.f || isinf(Tm)) Tm = 1.f;
-    if (Tm == 0.f) Tm = 1.f;
-    float invT = 1.0f / Tm;
-    if (isinf(invT)) invT = 1.f;
+    int32_t tstatus = 0;  // (flagged by the counting pass)
+    const rule::Tempering tt = rule::temperature(P.temperatures ? P.temperatures[r] : P.temperature, &tstatus);
+    const float invT = tt.greedy ? 1.f : tt.invT;  // a stash of T = 0 keeps the untempered values
     const bool scaled = invT != 1.0f;
     int n_ids = 0;
     if (P.token_ids) {
@@ -208,6 +206,8 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
     const bool topn = n_ids == 0 && n > 0;
     const int NTe = topn ? n : 1;
     const T* row = reinterpret_cast<const T*>(P.logits) + (int64_t)i * P.row_stride;
+    // The request's allowed-token mask (no banned token in a stash): disallowed columns -inf.
+    const row::Ban ban{-1, allowed_row(P.allowed, P.allowed_stride, r)};
 
     for (int jj = lane; jj < NTe; jj += 32) wm.lst[jj] = 0;
     __syncwarp();
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
           if (e == 0) tok = P.committed ? P.committed[i] : -1;
           else tok = P.token_ids[(int64_t)r * n + e - 1];
           valid = tok >= 0 && tok < V;
-          if (valid) val = full_value(Elem<T>::one(row + tok), invT);
+          if (valid) val = ban.excluded(tok) ? -kInf : full_value(Elem<T>::one(row + tok), invT);
           wm.ev[e] = val;
           wm.epos[e] = valid ? 0 : -1;
         }
@@ -381,21 +381,28 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         for (; t + 1 < tf; t += 2) {
           cur.load(row + t * kTile, lane);
           nxt.load(row + (t + 1) * kTile, lane);
+          if (ban.mask) {
+            cur.exclude(ban, t * kTile, V, lane);
+            nxt.exclude(ban, (t + 1) * kTile, V, lane);
+          }
           process(cur, t * kTile);
           process(nxt, (t + 1) * kTile);
         }
         if (t < tf) {
           cur.load(row + t * kTile, lane);
+          if (ban.mask) cur.exclude(ban, t * kTile, V, lane);
           process(cur, t * kTile);
         }
       } else {
         for (int64_t t = t0; t < tf; ++t) {
           cur.load(row + t * kTile, lane);
+          if (ban.mask) cur.exclude(ban, t * kTile, V, lane);
           process(cur, t * kTile);
         }
       }
       for (int64_t t = tf; t < t1; ++t) {
         cur.load_guarded(row + t * kTile, (int64_t)V - t * kTile, lane);
+        if (ban.mask) cur.exclude(ban, t * kTile, V, lane);
         process(cur, t * kTile);
       }
     }

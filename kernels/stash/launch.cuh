@@ -52,19 +52,16 @@ inline cudaError_t launch_stash_k(const Params& P, int nwarps, int num_sms, cuda
   return cudaGetLastError();
 }
 
-// The one dtype dispatch of dds_stash_logprobs (0 f32, 1 bf16, 2 f16); nwarps from warps_per_cta.
+// The one dtype dispatch of dds_stash_logprobs (kernels/common/dtype.h); nwarps from warps_per_cta.
 // Given ids (committed tokens or the requests' own ids) select the counting kernel.
 inline cudaError_t launch_stash(int dtype, const Params& P, int nwarps, int num_sms,
                                 cudaStream_t s) {
   const bool count = P.committed != nullptr || P.token_ids != nullptr;
-  switch (dtype) {
-    case 0: return count ? launch_stash_k<float, true>(P, nwarps, num_sms, s)
-                         : launch_stash_k<float, false>(P, nwarps, num_sms, s);
-    case 1: return count ? launch_stash_k<__nv_bfloat16, true>(P, nwarps, num_sms, s)
-                         : launch_stash_k<__nv_bfloat16, false>(P, nwarps, num_sms, s);
-    default: return count ? launch_stash_k<__half, true>(P, nwarps, num_sms, s)
-                          : launch_stash_k<__half, false>(P, nwarps, num_sms, s);
-  }
+  DDS_DISPATCH_DTYPE(dtype, DT, {
+    using T = typename StashType<DT>::T;
+    return count ? launch_stash_k<T, true>(P, nwarps, num_sms, s)
+                 : launch_stash_k<T, false>(P, nwarps, num_sms, s);
+  });
 }
 
 }  // namespace stash

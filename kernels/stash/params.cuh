@@ -34,6 +34,8 @@ struct Params {
   int32_t n;  // num_top
   int32_t logits_mode;
   int32_t num_slots, rows_per_slot;
+  const int32_t* allowed;  // allowed-token masks (kernels/common/allowed.h), or null
+  int64_t allowed_stride;
   int32_t* out_tok;
   float* out_val;
   int32_t* out_rank;

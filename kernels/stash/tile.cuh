@@ -15,6 +15,8 @@
 
 #include "../common/device.cuh"
 #include "../common/dtype.h"
+#include "../common/request.h"
+#include "../common/row.h"
 #include "../common/warp.cuh"
 #include "params.cuh"
 
@@ -24,10 +26,10 @@ namespace stash {
 constexpr float kInf = __builtin_huge_valf();
 constexpr unsigned kFull = 0xffffffffu;
 
-// NaN -> -inf, +inf -> FLT_MAX, times invT, +inf -> FLT_MAX (exactly the CPU's order).
+// NaN -> -inf, +inf -> FLT_MAX (row::sanitize), times invT, +inf -> FLT_MAX (exactly the CPU's
+// order; a stash keeps a product that overflows to -inf at -inf).
 __device__ __forceinline__ float full_value(float x, float invT) {
-  x = fminf(fmaxf(x, -kInf), FLT_MAX);
-  return fminf(x * invT, FLT_MAX);
+  return fminf(row::sanitize(x) * invT, FLT_MAX);
 }
 __device__ __forceinline__ uint64_t make_key(float v, int32_t idx) {
   uint32_t u = __float_as_uint(v);
@@ -52,26 +54,23 @@ __device__ __forceinline__ int warp_incl_scan(int v, int lane) {
   return v;
 }
 
-// One element as fp32 (the given ids' values).
+// The CUDA element type of dtype DT (the tile loads use the packed bf16x2 / half2 forms).
+template <int DT>
+struct StashType {
+  using T = typename std::conditional<DT == kDtypeF32, float,
+                                      typename std::conditional<DT == kDtypeBF16, __nv_bfloat16, __half>::type>::type;
+};
+
+// One element as fp32 (the given ids' values): the conversions of kernels/common/row.h (Elt).
 template <typename T>
-struct Elem;
-template <>
-struct Elem<float> {
-  static constexpr int VEC = 4;
-  __device__ static float one(const float* p) { return __ldg(p); }
-};
-template <>
-struct Elem<__nv_bfloat16> {
-  static constexpr int VEC = 8;
-  __device__ static float one(const __nv_bfloat16* p) {
-    return bf16_to_f32(__ldg(reinterpret_cast<const unsigned short*>(p)));
+struct Elem {
+  static constexpr int DT = std::is_same<T, float>::value            ? kDtypeF32
+                            : std::is_same<T, __nv_bfloat16>::value ? kDtypeBF16
+                                                                     : kDtypeF16;
+  static constexpr int VEC = Elt<DT>::VEC;
+  __device__ static float one(const T* p) {
+    return Elt<DT>::cvt(__ldg(reinterpret_cast<const typename Elt<DT>::T*>(p)));
   }
-};
-template <>
-struct Elem<__half> {
-  static constexpr int VEC = 8;
-  // (the hardware conversion: dtype.h's f16_to_f32 is the same value in more instructions)
-  __device__ static float one(const __half* p) { return __half2float(__ldg(p)); }
 };
 
 // Element (within the tile) held by register i of lane `lane`.
@@ -83,7 +82,8 @@ __device__ __forceinline__ int tile_elem(int i, int lane) {
 
 // One lane's share of one 1024-token tile in registers. f32: the values; 16-bit dtypes: the
 // packed raw words (half the registers, so the next tile can be in flight while this one is
-// processed), converted when used. get(i) is element tile_elem<T>(i, lane).
+// processed), converted when used. get(i) is element tile_elem<T>(i, lane). exclude sets the
+// columns of an allowed-token mask (row::Ban) to -inf in place, right after the load.
 template <typename T>
 struct Tile;
 template <>
@@ -103,6 +103,18 @@ struct Tile<float> {
   }
   __device__ __forceinline__ float get(int i) const {
     return reinterpret_cast<const float*>(&f[i / 4])[i % 4];
+  }
+  // The columns that `ban` excludes (its mask; tile columns from `base`, V columns in the row) as
+  // -inf: one mask word per 16-byte group.
+  __device__ __forceinline__ void exclude(const row::Ban& ban, int64_t base, int32_t V, int lane) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t w = ban.word((int32_t)(base + (k * 32 + lane) * 4), V);
+      float* v = reinterpret_cast<float*>(&f[k]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (((w >> e) & 1u) == 0u) v[e] = -kInf;
+    }
   }
   // max over the lane's values, NaN ignored (-inf if all are NaN / -inf)
   __device__ __forceinline__ float lane_max() const {
@@ -132,6 +144,19 @@ struct Tile16 {
       const uint32_t lo = (e0 < len) ? (uint32_t)__ldg(ps + e0) : kNegInf;
       const uint32_t hi = (e1 < len) ? (uint32_t)__ldg(ps + e1) : kNegInf;
       reinterpret_cast<uint32_t*>(&w[m / 4])[m % 4] = lo | (hi << 16);
+    }
+  }
+  __device__ __forceinline__ void exclude(const row::Ban& ban, int64_t base, int32_t V, int lane) {
+    constexpr uint32_t kNegInf = std::is_same<T16, __nv_bfloat16>::value ? 0xff80u : 0xfc00u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t m = ban.word((int32_t)(base + (k * 32 + lane) * 8), V);
+      uint32_t* x = reinterpret_cast<uint32_t*>(&w[k]);
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        if (((m >> (2 * h)) & 1u) == 0u) x[h] = (x[h] & 0xffff0000u) | kNegInf;
+        if (((m >> (2 * h + 1)) & 1u) == 0u) x[h] = (x[h] & 0xffffu) | (kNegInf << 16);
+      }
     }
   }
   __device__ __forceinline__ float get(int i) const {

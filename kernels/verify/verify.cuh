@@ -31,7 +31,9 @@
 #include "../common/dtype.h"
 #include "../common/launch.cuh"
 #include "../common/offsets.h"
+#include "../common/request.h"
 #include "../common/rng.h"
+#include "../common/row.h"
 #include "../common/status.h"
 
 namespace dds {
@@ -83,6 +85,8 @@ struct Params {
   const uint32_t* steps;
   uint32_t step;
   int32_t banned;
+  const int32_t* allowed;  // allowed-token masks (kernels/common/allowed.h), or null
+  int64_t allowed_stride;
   int32_t* accepted;
   int32_t* out_tokens;
   float* out_logprobs;
@@ -99,7 +103,7 @@ inline size_t workspace_bytes(int32_t vocab, int32_t max_rows, int32_t max_reque
   return a + (size_t)(max_requests > 0 ? max_requests : 1) * nb * sizeof(BlockSums);
 }
 
-// Per-request parameters after the sanitisation rules of docs/sampling.md §1 (as the CPU's
+// Per-request parameters after the rules of kernels/common/request.h (as the CPU's
 // request_params, without guidance).
 struct Req {
   int32_t nr;
@@ -117,38 +121,12 @@ __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   Req q;
   q.status = 0;
   q.nr = offsets::draft_count(P.draft_counts ? P.draft_counts[r] : P.n, P.n, &q.status);
-  float T = P.temps ? P.temps[r] : P.temp;
-  if (isnan(T) || T < 0.f || isinf(T)) {
-    T = 1.f;
-    q.status |= kReqBadTemperature;
-  }
-  q.greedy = false;
-  q.invT = 1.f;
-  if (T == 0.f) {
-    q.greedy = true;
-  } else {
-    q.invT = __fdiv_rn(1.0f, T);
-    if (isinf(q.invT)) q.greedy = true;
-  }
-  int32_t k = P.ks ? P.ks[r] : P.k;
-  if (k < 0) {
-    k = 0;
-    q.status |= kReqBadTopK;
-  }
-  q.k = k;
-  float p = P.ps ? P.ps[r] : P.p;
-  if (isnan(p)) {
-    p = 1.f;
-    q.status |= kReqBadTopP;
-  }
-  q.p = p;
-  float mp = P.minps ? P.minps[r] : P.minp;
-  if (isnan(mp) || mp < 0.f) {
-    mp = 0.f;
-    q.status |= kReqBadMinP;
-  }
-  if (mp > 1.f) mp = 1.f;
-  q.minp = mp;
+  const rule::Tempering t = rule::temperature(P.temps ? P.temps[r] : P.temp, &q.status);
+  q.greedy = t.greedy;
+  q.invT = t.invT;
+  q.k = rule::top_k(P.ks ? P.ks[r] : P.k, &q.status);
+  q.p = rule::top_p(P.ps ? P.ps[r] : P.p, &q.status);
+  q.minp = rule::min_p(P.minps ? P.minps[r] : P.minp, &q.status);
   q.seed = P.seeds ? P.seeds[r] : P.seed;
   q.step = P.steps ? P.steps[r] : P.step;
   return q;
@@ -159,9 +137,12 @@ struct RowRef {
   const void* base;
   int32_t dtype;
   int32_t banned;
+  const int32_t* mask;  // the request's allowed-token mask row (null: every column allowed)
   float invT;
 };
 
+// MASK = false: the caller's launch has no masks (the mask row a null constant).
+template <bool MASK = true>
 __device__ __forceinline__ RowRef target_row(const Params& P, int32_t r, int32_t i,
                                              const Req& q) {
   const size_t esz = P.dtype == 0 ? 4 : 2;
@@ -170,10 +151,12 @@ __device__ __forceinline__ RowRef target_row(const Params& P, int32_t r, int32_t
            ((int64_t)r * (P.n + 1) + i) * P.target_stride * (int64_t)esz;
   w.dtype = P.dtype;
   w.banned = P.banned;
+  w.mask = MASK ? allowed_row(P.allowed, P.allowed_stride, r) : nullptr;
   w.invT = q.invT;
   return w;
 }
 
+template <bool MASK = true>
 __device__ __forceinline__ RowRef draft_row(const Params& P, int32_t r, int32_t i, const Req& q) {
   const size_t esz = P.dtype == 0 ? 4 : 2;
   RowRef w;
@@ -181,32 +164,14 @@ __device__ __forceinline__ RowRef draft_row(const Params& P, int32_t r, int32_t 
            ((int64_t)r * P.n + i) * P.draft_stride * (int64_t)esz;
   w.dtype = P.dtype;
   w.banned = P.banned;
+  w.mask = MASK ? allowed_row(P.allowed, P.allowed_stride, r) : nullptr;
   w.invT = q.invT;
   return w;
 }
 
-// Guided (here: sanitised) logit l_t: banned and NaN -> -inf, +inf -> FLT_MAX.
+// Sanitised logit l_t (docs/sampling.md §2 without guidance: kernels/common/row.h).
 __device__ __forceinline__ float l_of(const RowRef& w, int32_t t) {
-  float v;
-  if (w.dtype == 0)
-    v = static_cast<const float*>(w.base)[t];
-  else if (w.dtype == 1)
-    v = bf16_to_f32(static_cast<const uint16_t*>(w.base)[t]);
-  else
-    v = f16_to_f32(static_cast<const uint16_t*>(w.base)[t]);
-  if (t == w.banned) v = -INFINITY;
-  if (isnan(v)) v = -INFINITY;
-  else if (v == INFINITY) v = FLT_MAX;
-  return v;
-}
-
-// Tempered x_t from l_t (the CPU's rules: +inf -> FLT_MAX, a finite l overflowing to -inf ->
-// -FLT_MAX).
-__device__ __forceinline__ float x_of(float l, float invT) {
-  float v = __fmul_rn(l, invT);
-  if (v == INFINITY) v = FLT_MAX;
-  else if (v == -INFINITY && l > -INFINITY) v = -FLT_MAX;
-  return v;
+  return row::make_l(load_elt(w.base, w.dtype, t), 0.f, false, 0.f, t, row::Ban{w.banned, w.mask});
 }
 
 // Order-preserving key of (x desc, t asc): larger key ranks first. -0 and +0 are one value.
@@ -223,7 +188,7 @@ __device__ __forceinline__ float prob_of(const RowRef& w, const RowInfo& info, f
   if (info.mode == kModeGreedy) return t == info.amax ? 1.f : 0.f;
   const float l = l_of(w, t);
   if (!(l > -INFINITY)) return 0.f;
-  const float x = x_of(l, w.invT);
+  const float x = row::temper(l, w.invT);
   if (key_of(x, t, V) < info.bound) return 0.f;
   const double d = (double)x - info.M;
   if (minp > 0.f && !(exp(d) >= (double)minp)) return 0.f;
@@ -280,7 +245,7 @@ __device__ uint64_t radix_select(const RowRef& w, int32_t V, uint64_t lower, int
     for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
       const float l = l_of(w, t);
       if (!(l > -INFINITY)) continue;
-      const float x = x_of(l, w.invT);
+      const float x = row::temper(l, w.invT);
       const uint64_t key = key_of(x, t, V);
       if (key < lower || (key & mask) != prefix) continue;
       const int d = (int)((key >> shift) & 255u);
@@ -334,6 +299,10 @@ __device__ uint64_t radix_select(const RowRef& w, int32_t V, uint64_t lower, int
   return prefix;
 }
 
+// MASK (row_kernel, block_kernel): the call has allowed-token masks; without, the rows' mask is a
+// null constant and the column loops are those of a build without masks (chosen at launch: the
+// per-column mask test costs row_kernel 8 and block_kernel 12 registers).
+template <bool MASK>
 __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   __shared__ RowSmem sm;
   const int32_t per = 2 * P.n + 1;
@@ -343,7 +312,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   const bool is_target = j <= P.n;
   const int32_t i = is_target ? j : j - P.n - 1;
   if (is_target ? i > q.nr : i >= q.nr) return;  // not used by this request
-  const RowRef w = is_target ? target_row(P, r, i, q) : draft_row(P, r, i, q);
+  const RowRef w = is_target ? target_row<MASK>(P, r, i, q) : draft_row<MASK>(P, r, i, q);
   const int32_t V = P.V;
 
   // Pass 1: finite count, argmax of l (ties to the lower id), max of x.
@@ -364,7 +333,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
       lidx = t;
     }
     if (!q.greedy) {
-      const float x = x_of(l, q.invT);
+      const float x = row::temper(l, q.invT);
       if (fused) {
         if (x > xmax) {
           zt = zt * exp((double)xmax - (double)x) + 1.0;
@@ -448,7 +417,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
     for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
       const float l = l_of(w, t);
       if (!(l > -INFINITY)) continue;
-      const float x = x_of(l, q.invT);
+      const float x = row::temper(l, q.invT);
       if (key_of(x, t, V) < bound) continue;
       tot += (unsigned long long)(exp((double)x - m) * scale + 0.5);
     }
@@ -463,7 +432,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
     const float l = l_of(w, t);
     if (!(l > -INFINITY)) continue;
-    const float x = x_of(l, q.invT);
+    const float x = row::temper(l, q.invT);
     if (key_of(x, t, V) < bound) continue;
     const double e = exp((double)x - m);
     if (use_min_p && !(e >= (double)q.minp)) continue;
@@ -496,6 +465,7 @@ __device__ __forceinline__ const RowInfo& draft_info(const Params& P, int32_t r,
   return P.rows[(int64_t)r * (2 * P.n + 1) + P.n + 1 + i];
 }
 
+template <bool MASK = true>
 __device__ Decision decide(const Params& P, int32_t r, const Req& q) {
   Decision d;
   d.acc = 0;
@@ -504,8 +474,8 @@ __device__ Decision decide(const Params& P, int32_t r, const Req& q) {
     const int32_t tok = P.draft_tokens[(int64_t)r * P.n + i];
     double pv = 0.0, qv = 0.0;
     if (tok >= 0 && tok < P.V) {
-      pv = (double)prob_of(target_row(P, r, i, q), target_info(P, r, i), q.minp, tok, P.V);
-      qv = (double)prob_of(draft_row(P, r, i, q), draft_info(P, r, i), q.minp, tok, P.V);
+      pv = (double)prob_of(target_row<MASK>(P, r, i, q), target_info(P, r, i), q.minp, tok, P.V);
+      qv = (double)prob_of(draft_row<MASK>(P, r, i, q), draft_info(P, r, i), q.minp, tok, P.V);
     }
     const double u = bits_to_uniform(random_bits(q.seed, q.step, (uint32_t)i, 0u, kSaltVerify));
     if (u * qv < pv) {
@@ -521,25 +491,26 @@ __device__ Decision decide(const Params& P, int32_t r, const Req& q) {
 // ---------------------------------------------------------------------------------------------
 // Kernel 2: per-block sums of the residual and of p for the row each request samples from.
 // ---------------------------------------------------------------------------------------------
+template <bool MASK>
 __global__ void __launch_bounds__(kBlockWarps * 32) block_kernel(Params P) {
   __shared__ Decision s_d;
   const int32_t chunks = (P.nblocks + kBlockWarps - 1) / kBlockWarps;
   const int32_t r = blockIdx.x / chunks;
   const int32_t c = blockIdx.x % chunks;
   const Req q = request_of(P, r);
-  if (threadIdx.x == 0) s_d = decide(P, r, q);
+  if (threadIdx.x == 0) s_d = decide<MASK>(P, r, q);
   __syncthreads();
   const Decision d = s_d;
   const int32_t blk = c * kBlockWarps + (threadIdx.x >> 5);
   if (blk >= P.nblocks) return;
   const int32_t lane = threadIdx.x & 31;
   const int32_t i = d.acc;
-  const RowRef tw = target_row(P, r, i, q);
+  const RowRef tw = target_row<MASK>(P, r, i, q);
   const RowInfo ti = target_info(P, r, i);
   RowRef dw = tw;
   RowInfo di = ti;
   if (d.residual) {
-    dw = draft_row(P, r, i, q);
+    dw = draft_row<MASK>(P, r, i, q);
     di = draft_info(P, r, i);
   }
   double sr = 0, sp = 0;
@@ -696,11 +667,13 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
 
 inline cudaError_t launch_verify(const Params& P, cudaStream_t stream) {
   const int64_t rows = (int64_t)P.num_requests * (2 * P.n + 1);
-  launch_kernel(stream, row_kernel, (unsigned)rows, kRowThreads, 0, P);
+  const bool mask = P.allowed != nullptr;
+  launch_kernel(stream, mask ? row_kernel<true> : row_kernel<false>, (unsigned)rows, kRowThreads, 0, P);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   const int64_t chunks = (P.nblocks + kBlockWarps - 1) / kBlockWarps;
-  launch_kernel(stream, block_kernel, (unsigned)(chunks * P.num_requests), kBlockWarps * 32, 0, P);
+  launch_kernel(stream, mask ? block_kernel<true> : block_kernel<false>,
+                (unsigned)(chunks * P.num_requests), kBlockWarps * 32, 0, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   launch_kernel(stream, finish_kernel, (unsigned)P.num_requests, kFinishThreads, 0, P);
   return cudaGetLastError();

@@ -7,8 +7,12 @@
 // Usage: emu_sample V rows dtype(0 f32, 1 bf16) stats(0 processed, 1 guided) [tscale [mode]]
 //   mode: "default" or a comma list of plan overrides (kernels/sample/plan.h, SamplePlanOverrides:
 //   small_plain, small_filter, cta, bpw, fuse, direct, fbpw, top2, cf_wpc, smem_row, exact_all,
-//   filter_grid, split; key=value) and ban=N (the banned token, default 3); "A|B": plan A
-//   against the CPU, and plan B's outputs equal to plan A's bit for bit (e.g. split=1|split=0)
+//   filter_grid, split; key=value), ban=N (the banned token, default 3) and mask=N (allowed-token
+//   masks, stride of 3 spare words: 1 dense (each column allowed with probability 0.7), 2 sparse
+//   (0.02, and one allowed column in every 97); both with every 9th request's mask all zero
+//   (DDS_REQ_EMPTY_ROW) and request 2's mask allowing columns 0..31 only); "A|B":
+//   plan A against the CPU, and plan B's outputs equal to plan A's bit for bit (e.g.
+//   split=1|split=0)
 #include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -31,6 +35,7 @@ struct Prob {
   std::vector<int32_t> offs, pos, K, uoffs;
   std::vector<float> T, G, P, MP;
   std::vector<uint64_t> seeds; std::vector<uint32_t> steps;
+  std::vector<int32_t> mask; int64_t mask_stride = 0;
   int stats;
 };
 
@@ -105,6 +110,32 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
 dds::ksample::SamplePlanOverrides g_plan;
 int g_ban = 3;
 int g_hostile = -1;  // mode item hostile=K: case K of tests/hostile_cases.h (64 rows, 4 requests)
+int g_mask = 0;  // 0 none, 1 dense, 2 sparse
+
+// Allowed-token masks for pb (g_mask): bits of columns >= V set at random too (ignored).
+void make_masks(Prob& pb) {
+  if (!g_mask) return;
+  const int64_t words = (pb.V + 31) / 32;
+  pb.mask_stride = words + 3;
+  pb.mask.assign((size_t)pb.rows * pb.mask_stride, 0);
+  std::mt19937_64 rng(99 + pb.V);
+  std::uniform_real_distribution<float> ud(0.f, 1.f);
+  const float prob = g_mask == 1 ? 0.7f : 0.02f;
+  for (int r = 0; r < pb.rows; ++r) {
+    int32_t* m = pb.mask.data() + (size_t)r * pb.mask_stride;
+    for (int64_t w = 0; w < pb.mask_stride; ++w) {
+      uint32_t bits = 0;
+      for (int b = 0; b < 32; ++b) {
+        const int64_t t = w * 32 + b;
+        const bool on = ud(rng) < prob || (g_mask == 2 && t % 97 == r % 97);
+        if (on) bits |= 1u << b;
+      }
+      m[w] = (int32_t)bits;
+    }
+    if (r % 9 == 4) for (int64_t w = 0; w < words; ++w) m[w] = 0;  // no allowed column: empty row
+    if (r == 2) for (int64_t w = 0; w < words; ++w) m[w] = w == 0 ? -1 : 0;  // columns 0..31 only
+  }
+}
 struct Out { std::vector<int32_t> tok, amax, st; std::vector<float> lp, conf, mar, ent, probs; };
 
 void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
@@ -127,6 +158,7 @@ void fill_args(dds_sample_args& a, Prob& pb, Out& o) {
   a.tokens = o.tok.data(); a.argmax = o.amax.data(); a.logprobs = o.lp.data(); a.confidence = o.conf.data();
   a.margin = o.mar.data(); a.entropy = o.ent.data(); a.request_status = o.st.data();
   a.probs = o.probs.data(); a.probs_dtype = DDS_DTYPE_F32; a.probs_row_stride = pb.V;
+  if (g_mask) { a.allowed_token_masks = pb.mask.data(); a.allowed_mask_stride = pb.mask_stride; }
 }
 
 int g_fb_total = 0, g_counter_bad = 0;
@@ -139,6 +171,7 @@ void parse_mode(const char* s) {
     std::string item(p, e ? (size_t)(e - p) : strlen(p));
     if (item.rfind("ban=", 0) == 0) g_ban = atoi(item.c_str() + 4);
     else if (item.rfind("hostile=", 0) == 0) g_hostile = atoi(item.c_str() + 8);
+    else if (item.rfind("mask=", 0) == 0) g_mask = atoi(item.c_str() + 5);
     else plan += (plan.empty() ? "" : ",") + item;
     p = e ? e + 1 : p + strlen(p);
   }
@@ -214,6 +247,7 @@ int main(int argc, char** argv) {
   }
   if (g_hostile >= 0 && rows != hostile::kRows) { printf("hostile=K needs %d rows\n", hostile::kRows); return 2; }
   Prob pb = make(V, rows, dtype, 1234 + V, stats);
+  make_masks(pb);
   dds_sampler_config c; dds_sampler_config_init(&c, sizeof c);
   c.backend = DDS_BACKEND_CPU; c.vocab_size = V; c.max_rows = rows; c.max_requests = rows;
   dds_sampler* s; if (dds_create(&c, &s) != DDS_OK) { printf("create failed\n"); return 1; }
@@ -233,6 +267,18 @@ int main(int argc, char** argv) {
       ++bad;
       printf("row %d (case %d): tok %d/%d amax %d/%d lp %g/%g conf %g/%g mar %g/%g ent %g/%g probs@%d\n", i, i % 20, og.tok[i], oc.tok[i],
              og.amax[i], oc.amax[i], og.lp[i], oc.lp[i], og.conf[i], oc.conf[i], og.mar[i], oc.mar[i], og.ent[i], oc.ent[i], pbad);
+    }
+  }
+  if (g_mask) {  // the masks took effect: all-zero rows empty, every other token allowed
+    for (int i = 0; i < rows; ++i) {
+      const int32_t* m = pb.mask.data() + (size_t)i * pb.mask_stride;
+      const bool empty = (og.st[i] & DDS_REQ_EMPTY_ROW) != 0;
+      const bool ok = (i % 9 == 4) ? empty && og.tok[i] == 0
+                                   : empty || ((uint32_t)m[og.tok[i] >> 5] >> (og.tok[i] & 31)) & 1u;
+      if (!ok) {
+        ++bad;
+        printf("row %d: token %d status %d against its mask\n", i, og.tok[i], og.st[i]);
+      }
     }
   }
   int diff = 0;

@@ -9,7 +9,9 @@
 // Usage: emu_stash V n dtype(0 f32, 1 bf16, 2 f16) variant(0 top-n, 1 own ids, 2 logits mode,
 //        3 committed tokens) [sms (default 3) [requests (default 10; > 256: the kept-row scan's
 //        rounds) [K: instead, 64 rows as 4 requests with case K's hostile row_offsets of
-//        tests/hostile_cases.h, all kept, slot r, 64 rows per slot]]]
+//        tests/hostile_cases.h, all kept, slot r, 64 rows per slot; -1 none [mask (0 none,
+//        1 dense: columns allowed with probability 0.7, 2 sparse: 0.02; request 6's mask all
+//        zero, a stride of 2 spare words)]]]]
 #include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   // R requests (10) of 0..3 rows; request 3 not kept, request 5 a bad slot, 7 a bad temperature.
   const int hk = argc > 7 ? atoi(argv[7]) : -1;
   const int R = hk >= 0 ? hostile::kReqs : argc > 6 ? std::max(10, atoi(argv[6])) : 10;
+  const int mask = argc > 8 ? atoi(argv[8]) : 0;
   std::vector<int32_t> offs{0};
   for (int r = 0; r < R; ++r) offs.push_back(offs.back() + (int)(rng() % 4));
   if (hk >= 0) {
@@ -79,6 +82,20 @@ int main(int argc, char** argv) {
     if (rows > 0) committed[rows / 2] = V + 1;
   }
   const int rows_per_slot = hk >= 0 ? hostile::kRows : 3, E = n + 1;
+  const int64_t words = (V + 31) / 32, mstride = words + 2;
+  std::vector<int32_t> masks((size_t)R * mstride);
+  {
+    std::uniform_real_distribution<float> ud(0.f, 1.f);
+    const float prob = mask == 1 ? 0.7f : 0.02f;
+    for (size_t w = 0; w < masks.size(); ++w) {
+      uint32_t bits = 0;
+      for (int b = 0; b < 32; ++b)
+        if (ud(rng) < prob) bits |= 1u << b;
+      masks[w] = (int32_t)bits;
+    }
+    if (R > 6)
+      for (int64_t w = 0; w < words; ++w) masks[6 * mstride + w] = 0;
+  }
 
   dds_stash_args a;
   dds_stash_args_init(&a, sizeof a);
@@ -98,6 +115,10 @@ int main(int argc, char** argv) {
     a.num_token_ids = nids.data();
   }
   a.logits_mode = variant == 2 ? 1 : 0;
+  if (mask) {
+    a.allowed_token_masks = masks.data();
+    a.allowed_mask_stride = mstride;
+  }
   a.num_top = n;
   a.num_slots = R;
   a.rows_per_slot = rows_per_slot;
@@ -139,8 +160,8 @@ int main(int argc, char** argv) {
   }
   for (int r = 0; r < R; ++r) if (gs[r] != cs[r]) { printf("status %d: %d/%d\n", r, gs[r], cs[r]); ++bad; }
   for (int i = 0; i < c.max_rows; ++i) if (counters[i]) { printf("counter %d not reset\n", i); ++bad; break; }
-  printf("V=%d n=%d dtype=%d variant=%d rows=%d sms=%d warps=%d: %d bad elements\n", V, n, dtype, variant,
-         rows, sms, nwarps, bad);
+  printf("V=%d n=%d dtype=%d variant=%d rows=%d sms=%d warps=%d mask=%d: %d bad elements\n", V, n, dtype,
+         variant, rows, sms, nwarps, mask, bad);
   dds_destroy(s);
   return bad != 0;
 }

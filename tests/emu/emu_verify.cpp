@@ -19,9 +19,23 @@ static dds_sampler* mk(int V) {
   return s;
 }
 
-static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
+// mask: allowed-token masks (0 none, 1 dense: columns allowed with probability 0.7, 2 sparse:
+// 0.05), request r % 5 == 2 with an all-zero mask, one spare word of stride; the drafts then take
+// the best allowed column of the draft row (or a random column).
+static int verify_case(std::mt19937& rng, int V, int R, int n, int kind, int mask = 0) {
   std::normal_distribution<float> N(0.f, 1.f);
   std::uniform_real_distribution<float> U(0.f, 1.f);
+  const int64_t mstride = (V + 31) / 32 + 1;
+  std::vector<int32_t> masks((size_t)R * mstride, -1);
+  if (mask) {
+    for (auto& w : masks) {
+      uint32_t bits = 0;
+      for (int b = 0; b < 32; ++b) if (U(rng) < (mask == 1 ? 0.7f : 0.05f)) bits |= 1u << b;
+      w = (int32_t)bits;
+    }
+    for (int r = 2; r < R; r += 5) for (int64_t w = 0; w < mstride; ++w) masks[(size_t)r * mstride + w] = 0;
+  }
+  auto allowed_col = [&](int r, int t) { return (((uint32_t)masks[(size_t)r * mstride + (t >> 5)]) >> (t & 31)) & 1u; };
   std::vector<float> T((size_t)R * (n + 1) * V), D((size_t)R * n * V);
   for (auto& x : T) x = 3.f * N(rng);
   for (int r = 0; r < R; ++r) for (int i = 0; i < n; ++i) for (int t = 0; t < V; ++t)
@@ -39,7 +53,7 @@ static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
     seeds.push_back(rng()); steps.push_back(rng() % 100);
     for (int i = 0; i < n; ++i) {
       const float* q = &D[((size_t)r * n + i) * V]; int best = 0;
-      for (int t = 1; t < V; ++t) if (q[t] > q[best]) best = t;
+      for (int t = 1; t < V; ++t) if (q[t] > q[best] && allowed_col(r, t)) best = t;
       float u = U(rng);
       drafts.push_back(u < 0.6f ? best : u < 0.97f ? (int)(rng() % V) : -3);
     }
@@ -49,6 +63,7 @@ static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
   a.draft_logits = n ? D.data() : nullptr; a.target_logits = T.data(); a.temperatures = temps.data(); a.top_ks = ks.data();
   a.top_ps = ps.data(); a.min_ps = mps.data(); a.seeds = seeds.data(); a.steps = steps.data(); a.banned_token = V > 3 ? V - 2 : -1;
   a.draft_row_stride = V; a.target_row_stride = V;
+  if (mask) { a.allowed_token_masks = masks.data(); a.allowed_mask_stride = mstride; }
   std::vector<int32_t> acc(R, -7), out((size_t)R * (n + 1), -7), st(R, -7); std::vector<float> lp((size_t)R * (n + 1), 5);
   a.accepted_counts = acc.data(); a.out_tokens = out.data(); a.out_logprobs = lp.data(); a.request_status = st.data();
   static dds_sampler* cpu = nullptr; static int cv = -1; if (cv != V) { cpu = mk(V); cv = V; }
@@ -59,7 +74,8 @@ static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
   p.V = V; p.nblocks = (V + 1023) / 1024; p.num_requests = R; p.n = n; p.draft_counts = a.draft_counts; p.draft_tokens = a.draft_tokens;
   p.draft_logits = a.draft_logits; p.draft_stride = V; p.target_logits = a.target_logits; p.target_stride = V; p.dtype = 0;
   p.temps = a.temperatures; p.temp = 1; p.ks = a.top_ks; p.ps = a.top_ps; p.p = 1; p.minps = a.min_ps; p.seeds = a.seeds; p.steps = a.steps;
-  p.banned = a.banned_token; p.accepted = acc2.data(); p.out_tokens = out2.data(); p.out_logprobs = lp2.data(); p.request_status = st2.data();
+  p.banned = a.banned_token; p.allowed = a.allowed_token_masks; p.allowed_stride = a.allowed_mask_stride;
+  p.accepted = acc2.data(); p.out_tokens = out2.data(); p.out_logprobs = lp2.data(); p.request_status = st2.data();
   std::vector<verify::RowInfo> rows((size_t)R * (2 * n + 1)); std::vector<verify::BlockSums> blocks((size_t)R * p.nblocks);
   p.rows = rows.data(); p.blocks = blocks.data();
   verify::launch_verify(p, nullptr);
@@ -72,7 +88,15 @@ static int verify_case(std::mt19937& rng, int V, int R, int n, int kind) {
         out[(size_t)r*(n+1)+std::max(0,acc[r])], out2[(size_t)r*(n+1)+std::max(0,acc2[r])], lp[(size_t)r*(n+1)], lp2[(size_t)r*(n+1)]); }
   }
   int tot = 0; for (int r = 0; r < R; ++r) tot += acc[r];
-  printf("verify V=%d n=%d kind=%d: %d/%d requests differ (cpu accepted %d)\n", V, n, kind, bad, R, tot);
+  int outside = 0;  // output tokens of masked requests outside their masks (must be none)
+  for (int r = 0; mask && r < R; ++r)
+    for (int e = 0; e <= std::max(0, acc[r]) && e <= n; ++e) {
+      const int t = out[(size_t)r * (n + 1) + e];
+      if (st[r] == 0 && t >= 0 && t < V && !allowed_col(r, t)) ++outside;
+    }
+  bad += outside;
+  printf("verify V=%d n=%d kind=%d mask=%d: %d/%d requests differ (cpu accepted %d)%s\n", V, n, kind, mask,
+         bad, R, tot, outside ? ", TOKENS OUTSIDE THE MASK" : "");
   return bad;
 }
 
@@ -174,6 +198,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   int bad = 0;
   for (int V : {7, 1025, 2500}) for (int n : {0, 1, 3}) for (int kind : {0, 1}) bad += verify_case(rng, V, 14, n, kind);
+  for (int mask : {1, 2}) for (int V : {7, 1025, 2500}) for (int n : {0, 1, 3}) bad += verify_case(rng, V, 14, n, mask - 1, mask);
   printf("TOTAL bad %d\n", bad);
   return bad != 0;
 }

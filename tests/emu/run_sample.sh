@@ -10,8 +10,9 @@
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
 #   plan's overrides (SamplePlanOverrides: small_plain, small_filter, cta, bpw, fuse, direct, fbpw,
-#   top2, cf_wpc, smem_row, exact_all, filter_grid, split), ban=N (the banned token) and hostile=K
-#   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL);
+#   top2, cf_wpc, smem_row, exact_all, filter_grid, split), ban=N (the banned token), hostile=K
+#   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
+#   mask=N (allowed-token masks: 1 dense, 2 sparse; emu_sample.cpp);
 #   "A|B": plan A against the CPU and plan B's outputs equal to A's bit for bit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -34,7 +35,9 @@ elif [ "${2:-}" = --quick ]; then
   for cm in "1025 40 0 1 default" "1025 40 1 1 cta=0" "1025 40 1 0 exact_all=1" "1025 40 1 0 small_plain=0,fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0" \
             "5000 40 1 1 direct=1" "40000 22 1 0 fbpw=3" "40000 22 0 0 smem_row=0" "1025 40 0 0 small_filter=0" \
             "5000 44 1 1 split=1|split=0" \
-            "1025 64 0 0 hostile=0" "1025 64 1 1 hostile=1,small_plain=0,fuse=1" "5000 64 1 0 hostile=2" "40000 64 0 0 hostile=3"; do
+            "1025 64 0 0 hostile=0" "1025 64 1 1 hostile=1,small_plain=0,fuse=1" "5000 64 1 0 hostile=2" "40000 64 0 0 hostile=3" \
+            "1025 40 0 1 mask=1" "5000 40 1 0 mask=2,small_plain=0,fuse=1" \
+            "40000 22 0 0 mask=1,direct=1" "5000 44 1 1 mask=1,split=1|split=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
@@ -77,6 +80,16 @@ else
   done
   # More than 256 blocks: the CTA-per-row finish adds its block terms in chunks of 256.
   "$out/emu_sample" 300000 3 0 1 1 default 2>/dev/null | tail -1 || rc=1
+  # Allowed-token masks (dense 1, sparse 2, all-zero requests: empty rows) on every kernel family.
+  for c in "1025 40 0 1 1 mask=1" "1025 40 1 0 1 mask=2" "1025 40 1 0 1 mask=1,cta=0" \
+           "1025 40 1 0 1 mask=2,exact_all=1" "1025 40 1 0 1 mask=1,small_plain=0,fuse=1" \
+           "1025 40 0 0 1 mask=2,small_filter=0" "5000 40 1 0 1 mask=1" "5000 40 0 0 1 mask=2,top2=0" \
+           "5000 40 1 1 1 mask=1,direct=1" "40000 22 1 0 1 mask=2,fbpw=3" "40000 22 0 0 1 mask=1,smem_row=0" \
+           "5000 44 1 1 1 mask=1,split=1|split=0" "1100 44 0 0 0.5 mask=2,ban=1024" "7 30 1 1 0.5 mask=1,ban=5" \
+           "33 30 0 0 2 mask=2,ban=32" "151936 22 1 0 1 mask=1" "300000 3 0 1 1 mask=2,small_plain=0,fuse=0"; do
+    set -- $c
+    "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
+  done
 fi
 echo "run_sample.sh: $([ $rc -eq 0 ] && echo 'all cases equal to the CPU' || echo 'MISMATCHES')"
 exit $rc

@@ -224,21 +224,26 @@ TEST_CASE("CUDA dds_reveal matches the CPU oracle (mixed policies, ties, canvas,
   dds_destroy(gpu);
 }
 
-TEST_CASE("CUDA backend: allowed_token_masks is refused with DDS_ERR_UNSUPPORTED (CPU only)") {
+TEST_CASE("CUDA backend: allowed_token_masks is taken (the token is the one allowed column)") {
   dds_sampler* gpu = make(DDS_BACKEND_CUDA, 64);
   std::vector<float> logits(64, 0.f);
-  std::vector<int32_t> masks(2, -1);
+  logits[3] = 5.f;  // the argmax, not allowed below
+  std::vector<int32_t> masks(2, 0);
+  masks[1] = 1 << (41 - 32);  // column 41 only
   Dev<float> dl(logits);
-  Dev<int32_t> dm(masks), tok(std::vector<int32_t>(1, 0));
+  Dev<int32_t> dm(masks), tok(std::vector<int32_t>(1, -7));
   dds_sample_args a;
   dds_sample_args_init(&a, sizeof a);
   a.num_rows = 1;
   a.logits = dl.p;
   a.tokens = tok.p;
   a.allowed_token_masks = dm.p;
-  CHECK(dds_sample(gpu, &a, nullptr) == DDS_ERR_UNSUPPORTED);
-  CHECK(std::strstr(dds_last_error(), "allowed_token_masks") != nullptr);
+  REQUIRE(dds_sample(gpu, &a, nullptr) == DDS_OK);
+  DDS_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(tok.get()[0] == 41);
   a.allowed_token_masks = nullptr;
-  CHECK(dds_sample(gpu, &a, nullptr) == DDS_OK);
+  REQUIRE(dds_sample(gpu, &a, nullptr) == DDS_OK);
+  DDS_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(tok.get()[0] >= 0);
   dds_destroy(gpu);
 }

@@ -48,6 +48,8 @@ struct Problem {
   bool use_offs = true, use_keep = true, use_slots = true, use_nvalid = true, use_T = true;
   bool use_committed = false, use_ids = false, use_nids = false;
   bool want_tok = true, want_val = true, want_rank = true, want_status = true;
+  std::vector<int32_t> mask;  // allowed-token masks [R, mask_stride] (empty: none)
+  int64_t mask_stride = 0;
 };
 
 struct Out {
@@ -126,6 +128,10 @@ dds_stash_args make_args(const Problem& pb, Bound& b) {
   a.logits_mode = pb.logits_mode;
   a.num_slots = pb.num_slots;
   a.rows_per_slot = pb.rows_per_slot;
+  if (!pb.mask.empty()) {
+    a.allowed_token_masks = b.put(pb.mask);
+    a.allowed_mask_stride = pb.mask_stride;
+  }
   return a;
 }
 
@@ -307,6 +313,49 @@ TEST_CASE("stash parity: V x n x ids x logits mode x dtype (strided rows, ragged
     dds_destroy(gpu);
   }
   MESSAGE("parity sweep: " << cases << " cases, " << total_bad << " mismatches");
+}
+
+TEST_CASE("stash: allowed-token masks (dense, sparse, all-zero) equal to the CPU") {
+  std::mt19937_64 rng(4321);
+  int total_bad = 0, cases = 0;
+  for (int32_t V : {1025, 32001, 262144}) {
+    const int32_t rows = V >= 262144 ? 5 : 24, R = V >= 262144 ? 3 : 7;
+    dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, R, 20);
+    dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, R, 20);
+    int combo = 0;
+    for (int32_t n : {1, 5, 20})
+      for (int variant = 0; variant < 3; ++variant, ++combo) {
+        const int32_t dtype = combo % 3;
+        Problem pb = make_problem(rng, V, rows, R, dtype, n, combo % 2 ? 3 : 0, 2, kNormal);
+        pb.use_ids = variant == 1;
+        pb.use_nids = variant == 1;
+        pb.use_committed = variant == 2;
+        pb.logits_mode = combo % 4 == 3;
+        // Each column allowed with probability 0.7 (dense) or 0.01 (sparse); request 1 none.
+        const float density = combo % 2 ? 0.01f : 0.7f;
+        const int64_t words = (V + 31) / 32;
+        pb.mask_stride = words + 1;
+        pb.mask.assign((size_t)R * pb.mask_stride, 0);
+        std::uniform_real_distribution<float> ud(0.f, 1.f);
+        for (int32_t r = 0; r < R; ++r)
+          for (int64_t w = 0; w < pb.mask_stride; ++w) {
+            uint32_t bits = 0;
+            for (int b = 0; b < 32; ++b)
+              if (r != 1 && ud(rng) < density) bits |= 1u << b;
+            pb.mask[(size_t)r * pb.mask_stride + w] = (int32_t)bits;
+          }
+        char what[160];
+        std::snprintf(what, sizeof what, "masks V=%d n=%d variant=%d dtype=%d density=%g", V, n,
+                      variant, dtype, density);
+        const int bad = check(cpu, gpu, pb, what);
+        CHECK_MESSAGE(bad == 0, what);
+        total_bad += bad;
+        ++cases;
+      }
+    dds_destroy(cpu);
+    dds_destroy(gpu);
+  }
+  MESSAGE("mask sweep: " << cases << " cases, " << total_bad << " mismatches");
 }
 
 TEST_CASE("stash: mostly-skipped batch (1 in 16 kept), defaults (NULL arrays), partial outputs") {

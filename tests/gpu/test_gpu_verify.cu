@@ -59,6 +59,8 @@ struct Case {
   std::vector<float> temps, ps, minps;
   std::vector<uint64_t> seeds;
   std::vector<uint32_t> steps;
+  std::vector<int32_t> mask;  // allowed-token masks [R, mask_stride] (empty: none)
+  int64_t mask_stride = 0;
 };
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
@@ -168,6 +170,10 @@ Out run_cpu(dds_sampler* s, const Case& c) {
   a.out_tokens = o.tokens.data();
   a.out_logprobs = o.lp.data();
   a.request_status = o.status.data();
+  if (!c.mask.empty()) {
+    a.allowed_token_masks = c.mask.data();
+    a.allowed_mask_stride = c.mask_stride;
+  }
   REQUIRE(dds_verify_drafts(s, &a, nullptr) == DDS_OK);
   return o;
 }
@@ -182,6 +188,7 @@ struct DevCase {
   Dev<uint32_t> steps;
   Dev<int32_t> acc, tokens, status;
   Dev<float> lp;
+  Dev<int32_t> mask;
   explicit DevCase(const Case& c)
       : target(c.bf16 ? std::vector<float>() : c.target),
         draft(c.bf16 ? std::vector<float>() : c.draft),
@@ -198,7 +205,8 @@ struct DevCase {
         acc(std::vector<int32_t>(c.R, -7)),
         tokens(std::vector<int32_t>((size_t)c.R * (c.n + 1), -7)),
         status(std::vector<int32_t>(c.R, -7)),
-        lp(std::vector<float>((size_t)c.R * (c.n + 1), 123.f)) {}
+        lp(std::vector<float>((size_t)c.R * (c.n + 1), 123.f)),
+        mask(c.mask) {}
   void args(dds_verify_args* a, const Case& c) {
     fill_args(a, c);
     a->target_logits = c.bf16 ? (const void*)target16.p : (const void*)target.p;
@@ -215,6 +223,10 @@ struct DevCase {
     a->out_tokens = tokens.p;
     a->out_logprobs = lp.p;
     a->request_status = status.p;
+    if (!c.mask.empty()) {
+      a->allowed_token_masks = mask.p;
+      a->allowed_mask_stride = c.mask_stride;
+    }
   }
   Out get() const {
     Out o;
@@ -289,6 +301,48 @@ TEST_CASE("CUDA dds_verify_drafts matches the CPU oracle") {
             // Equal rows: every in-range draft with p > 0 is accepted; the mix makes most so.
             CHECK(acc_total > 0);
           }
+        }
+      }
+    }
+    dds_destroy(cpu);
+    dds_destroy(gpu);
+  }
+}
+
+TEST_CASE("CUDA dds_verify_drafts with allowed-token masks matches the CPU oracle") {
+  std::mt19937 rng(919);
+  std::uniform_real_distribution<float> U(0.f, 1.f);
+  for (int V : {7, 1025, 32000}) {
+    dds_sampler* cpu = make(DDS_BACKEND_CPU, V);
+    dds_sampler* gpu = make(DDS_BACKEND_CUDA, V);
+    for (int n : {1, 4}) {
+      for (int dense : {1, 0}) {
+        for (bool bf16 : {false, true}) {
+          const int R = V == 32000 ? 12 : 30;
+          CAPTURE(V);
+          CAPTURE(n);
+          CAPTURE(dense);
+          CAPTURE(bf16);
+          Case c = make_case(rng, V, R, n, 1 - dense, bf16);
+          // Each column allowed with probability 0.7 (dense) or 0.05; request 2 none (empty).
+          c.mask_stride = (V + 31) / 32 + 2;
+          c.mask.assign((size_t)R * c.mask_stride, 0);
+          for (int r = 0; r < R; ++r)
+            for (int64_t w = 0; w < c.mask_stride; ++w) {
+              uint32_t bits = 0;
+              for (int b = 0; b < 32; ++b)
+                if (r != 2 && U(rng) < (dense ? 0.7f : 0.05f)) bits |= 1u << b;
+              c.mask[(size_t)r * c.mask_stride + w] = (int32_t)bits;
+            }
+          const Out want = run_cpu(cpu, c);
+          DevCase d(c);
+          dds_verify_args a;
+          d.args(&a, c);
+          REQUIRE(dds_verify_drafts(gpu, &a, nullptr) == DDS_OK);
+          DDS_CUDA_CHECK(cudaDeviceSynchronize());
+          const Out got = d.get();
+          CHECK(compare(c, want, got) == 0);
+          CHECK(want.status[2] != 0);  // the all-zero mask: an empty row
         }
       }
     }

@@ -1,0 +1,192 @@
+// The row model of docs/sampling.md §2, host and device: how a column's logit (and, for a guided
+// request, its unconditional logit) becomes l, and l the tempered a. Every kernel family (sample,
+// shard, verify, stash) takes its element access and its transform from here; the request rules
+// that give g, 1/T and greedy live in request.h, the status bits in status.h.
+//
+//   element   Elt<DT> (the storage type, the 16-byte vector width and the conversion of dtype DT:
+//             0 f32, 1 bf16, 2 f16), load_elt / store_elt (the dtype known at run time)
+//   §2 l      guide (fmaf guidance, -inf where c or u is), sanitize (NaN -> -inf, +inf -> FLT_MAX),
+//             Ban (the columns set to -inf: the banned token), make_l (all three, in that order)
+//   §3 a      temper (a = l * 1/T; +inf -> FLT_MAX, a finite l overflowing to -inf -> -FLT_MAX)
+//
+// The allowed-token mask (a request's row of allowed.h bits) is a field of Ban and one more clause
+// of Ban::excluded; make_l and everything built on it apply it. The whole-block fast paths of the
+// sample kernels (kernels/sample/row.cuh ban_block and its callers) patch the single banned column
+// of a block, and test every column against the mask words only when the row has a mask.
+//
+// The CPU backend (src/cpu_row.h) keeps vectorisable twins of sanitize / temper (compare-and-
+// select forms that GCC turns into SIMD blends); they compute the same values for every input.
+#ifndef DDS_KERNELS_COMMON_ROW_H_
+#define DDS_KERNELS_COMMON_ROW_H_
+
+#include <float.h>
+#include <stdint.h>
+
+#include "allowed.h"
+#include "dtype.h"
+#include "rng.h"  // DDS_HD
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#else
+#include <cmath>
+#endif
+
+namespace dds {
+
+// ------------------------------------------------------------------------------------------------
+// Correctly rounded fp32 steps (no contraction into fma on the device) and the infinities.
+DDS_HD float neg_inf() {
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(0xff800000);
+#else
+  return bits_to_f32(0xff800000u);
+#endif
+}
+DDS_HD float fmul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+DDS_HD float fsub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+DDS_HD float ffma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+DDS_HD float fmin_f(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fminf(a, b);
+#else
+  return std::fmin(a, b);
+#endif
+}
+DDS_HD float fmax_f(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, b);
+#else
+  return std::fmax(a, b);
+#endif
+}
+
+// ------------------------------------------------------------------------------------------------
+// Element access.
+template <int DT>
+struct Elt;
+template <>
+struct Elt<kDtypeF32> {
+  using T = float;
+  static constexpr int VEC = 4;  // elements per 16-byte load
+  static DDS_HD float cvt(float x) { return x; }
+};
+template <>
+struct Elt<kDtypeBF16> {
+  using T = uint16_t;
+  static constexpr int VEC = 8;
+  static DDS_HD float cvt(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float((uint32_t)h << 16);
+#else
+    return bf16_to_f32(h);
+#endif
+  }
+};
+template <>
+struct Elt<kDtypeF16> {
+  using T = uint16_t;
+  static constexpr int VEC = 8;
+  static DDS_HD float cvt(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+    return __half2float(__ushort_as_half(h));
+#else
+    return f16_to_f32(h);
+#endif
+  }
+};
+
+// Element idx of a tensor whose dtype is known only at run time.
+DDS_HD float load_elt(const void* base, int32_t dtype, int64_t idx) {
+  switch (dtype) {
+    case kDtypeF32: return static_cast<const float*>(base)[idx];
+    case kDtypeBF16: return Elt<kDtypeBF16>::cvt(static_cast<const uint16_t*>(base)[idx]);
+    default: return Elt<kDtypeF16>::cvt(static_cast<const uint16_t*>(base)[idx]);
+  }
+}
+
+// Stores v as element idx of a tensor of run-time dtype (round to nearest even).
+DDS_HD void store_elt(void* base, int32_t dtype, int64_t idx, float v) {
+  switch (dtype) {
+    case kDtypeF32: static_cast<float*>(base)[idx] = v; break;
+    case kDtypeBF16: static_cast<uint16_t*>(base)[idx] = f32_to_bf16(v); break;
+    default: static_cast<uint16_t*>(base)[idx] = f32_to_f16(v); break;
+  }
+}
+
+namespace row {
+
+// ------------------------------------------------------------------------------------------------
+// §2: l from c (and u).
+
+// Guidance: l = fmaf(g, c - u, c), -inf where c or u is -inf (not NaN from inf - inf).
+DDS_HD float guide(float c, float u, float g) {
+  return (c == neg_inf() || u == neg_inf()) ? neg_inf() : ffma_rn(g, fsub_rn(c, u), c);
+}
+// NaN -> -inf, +inf -> FLT_MAX: two min / max (the max of NaN and -inf is -inf).
+DDS_HD float sanitize(float v) { return fmin_f(fmax_f(v, neg_inf()), FLT_MAX); }
+
+// The columns §2 sets to -inf whatever their logits: the banned token (-1: none) and the columns
+// that the request's allowed-token mask row (allowed.h; null: every column allowed) leaves out.
+// A kernel reads the mask once per group of columns: word(c0, V) is the mask word of column c0
+// shifted so that bit e stands for column c0 + e (all ones without a mask, or from c0 >= V on:
+// those columns are -inf anyway and the mask row has no word there), and excluded(c0 + e, w, e)
+// tests a column of the group (e < 32 - (c0 & 31)). excluded(col) reads the word itself (col < V).
+struct Ban {
+  int32_t token;
+  const int32_t* mask;
+  DDS_HD uint32_t word(int32_t c0, int32_t V) const {
+    return (mask && c0 < V) ? (uint32_t)mask[c0 >> 5] >> (c0 & 31) : ~0u;
+  }
+  DDS_HD bool excluded(int32_t col, uint32_t w, int32_t e) const {
+    return col == token || ((w >> e) & 1u) == 0u;
+  }
+  DDS_HD bool excluded(int32_t col) const { return col == token || !allowed(mask, col); }
+};
+
+// l of column `col`: guidance (guided requests), the excluded columns, then sanitize.
+DDS_HD float make_l(float c, float u, bool guided, float g, int32_t col, const Ban& ban) {
+  float v = guided ? guide(c, u, g) : c;
+  if (ban.excluded(col)) v = neg_inf();
+  return sanitize(v);
+}
+// The same for column c0 + e of a group whose mask word is w = ban.word(c0, V) (one read of the
+// mask per group of columns).
+DDS_HD float make_l(float c, float u, bool guided, float g, int32_t c0, int32_t e, uint32_t w,
+                    const Ban& ban) {
+  float v = guided ? guide(c, u, g) : c;
+  if (ban.excluded(c0 + e, w, e)) v = neg_inf();
+  return sanitize(v);
+}
+
+// ------------------------------------------------------------------------------------------------
+// §3 temperature: a = l * invT (invT from rule::temperature); +inf -> FLT_MAX, and a finite l whose
+// product overflows to -inf stays in K0 as -FLT_MAX. l is a make_l value (never NaN or +inf).
+DDS_HD float temper(float l, float invT) {
+  float a = fmin_f(fmul_rn(l, invT), FLT_MAX);
+  if (a == neg_inf() && l != neg_inf()) a = -FLT_MAX;
+  return a;
+}
+
+}  // namespace row
+}  // namespace dds
+
+#endif  // DDS_KERNELS_COMMON_ROW_H_
