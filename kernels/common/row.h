@@ -29,6 +29,8 @@
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
 #else
+#include <math.h>
+
 #include <cmath>
 #endif
 
@@ -64,21 +66,6 @@ DDS_HD float ffma_rn(float a, float b, float c) {
   return std::fma(a, b, c);
 #endif
 }
-DDS_HD float fmin_f(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return fminf(a, b);
-#else
-  return std::fmin(a, b);
-#endif
-}
-DDS_HD float fmax_f(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return fmaxf(a, b);
-#else
-  return std::fmax(a, b);
-#endif
-}
-
 // ------------------------------------------------------------------------------------------------
 // Element access.
 template <int DT>
@@ -142,7 +129,7 @@ DDS_HD float guide(float c, float u, float g) {
   return (c == neg_inf() || u == neg_inf()) ? neg_inf() : ffma_rn(g, fsub_rn(c, u), c);
 }
 // NaN -> -inf, +inf -> FLT_MAX: two min / max (the max of NaN and -inf is -inf).
-DDS_HD float sanitize(float v) { return fmin_f(fmax_f(v, neg_inf()), FLT_MAX); }
+DDS_HD float sanitize(float v) { return fminf(fmaxf(v, neg_inf()), FLT_MAX); }
 
 // The columns §2 sets to -inf whatever their logits: the banned token (-1: none) and the columns
 // that the request's allowed-token mask row (allowed.h; null: every column allowed) leaves out.
@@ -181,7 +168,7 @@ DDS_HD float make_l(float c, float u, bool guided, float g, int32_t c0, int32_t 
 // §3 temperature: a = l * invT (invT from rule::temperature); +inf -> FLT_MAX, and a finite l whose
 // product overflows to -inf stays in K0 as -FLT_MAX. l is a make_l value (never NaN or +inf).
 DDS_HD float temper(float l, float invT) {
-  float a = fmin_f(fmul_rn(l, invT), FLT_MAX);
+  float a = fminf(fmul_rn(l, invT), FLT_MAX);
   if (a == neg_inf() && l != neg_inf()) a = -FLT_MAX;
   return a;
 }

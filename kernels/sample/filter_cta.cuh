@@ -30,6 +30,7 @@ struct FilterSmem {
   float redf2[32];
   double resd[4];
   float resf[3];
+  float resl;  // team_argmax's hand-over of the token's l
   int resi;
   int resn;
   uint32_t sel_key;
@@ -229,6 +230,21 @@ __device__ __forceinline__ float cta_max(FilterSmem& sm, float v) {
   const float r = sm.redf2[0];
   __syncthreads();
   return r;
+}
+
+// The filter kernel's CTA (all blockDim.x threads) as a team for team_token: its reductions are
+// cta_max and cta_argmax, the token's value handed over through sm.resl.
+struct FilterTeam {
+  FilterSmem* sm;
+};
+__device__ __forceinline__ float team_max(const FilterTeam& t, float v) { return cta_max(*t.sm, v); }
+__device__ __forceinline__ void team_argmax(const FilterTeam& t, double& bv, int& bt, float& bl) {
+  const int mine = bt;
+  bt = cta_argmax(*t.sm, bv, bt);  // (bv is not needed after the search)
+  if (bt != INT_MAX && mine == bt) t.sm->resl = bl;
+  __syncthreads();
+  if (bt != INT_MAX) bl = t.sm->resl;
+  __syncthreads();
 }
 
 template <int DT>
@@ -703,29 +719,12 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     argmax_merge(best, bbest, score, b);
   }
   const int wb = cta_argmax(sm, best, bbest);
-  // Token within the block: approximate Gumbels, exact float64 for the candidates.
+  // Token within the block (team_token): thread tid walks column wb * 1024 + tid.
   const int c = wb * kB + tid;
-  float a = neg_inf();
-  uint64_t bits = 0;
-  float sf = neg_inf();
-  if (wb != INT_MAX && c < V && tid < kB) {
-    const float l = src.l(c);
-    if (l != neg_inf()) {
-      a = row::temper(l, invT);
-      if (in_k(c, a)) {
-        bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
-        sf = a + approx_gumbel(bits);
-      }
-    }
-  }
-  const float bf = cta_max(sm, sf);
-  best = 0;
-  bbest = INT_MAX;
-  if (sf != neg_inf() && sf >= bf - approx_margin(bf)) {
-    best = (double)a + bits_to_gumbel(bits);
-    bbest = c;
-  }
-  const int token_sel = cta_argmax(sm, best, bbest);
+  float lt_unused;
+  const int token_sel = team_token(FilterTeam{&sm}, q, pos, [&](auto f) {
+    if (wb != INT_MAX && c < V && tid < kB) f(c, src.l(c));
+  }, in_k, [&](float l) { return row::temper(l, invT); }, &lt_unused);
   if (tid == 0) {
     const int token = (token_sel == INT_MAX) ? amax : token_sel;
     double logprob, conf, margin, ent;

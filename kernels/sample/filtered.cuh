@@ -370,19 +370,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
     if (P.pass_top2 && M != neg_inf()) {
       // Small grids (latency-bound): the block's runner-up (multiset) and first column of M here,
       // which saves the finish its re-read of the maximum's block. Exact either way.
-      float b1 = neg_inf(), b2 = neg_inf();
-#pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        b2 = fmaxf(b2, fminf(b1, lv[e]));
-        b1 = fmaxf(b1, lv[e]);
-      }
-      int am = INT_MAX;
-      if (b1 == M) {
-#pragma unroll
-        for (int e = 31; e >= 0; --e)
-          if (lv[e] == M) am = col_of<DT>(blk, lane, e);
-      }
-      const Top2 tb = warp_top2(Top2{b1, am, b2});
+      const Top2 tb = block_top2_regs<DT>(lv, blk, lane, M);
       rec.second = tb.m2;
       rec.amax = tb.i1;
     }

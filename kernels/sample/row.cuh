@@ -263,6 +263,25 @@ __device__ __forceinline__ int col_of(int blk, int lane, int i) {
   return blk * kB + (i / VEC) * 32 * VEC + lane * VEC + (i % VEC);
 }
 
+// The maximum (M: the row's, which this block holds), its first column and the runner-up (by
+// min / max, as a multiset) of a block held by a warp in load_block_l's layout.
+template <int DT>
+__device__ __forceinline__ Top2 block_top2_regs(const float (&lv)[32], int blk, int lane, float M) {
+  float b1 = neg_inf(), b2 = neg_inf();
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    b2 = fmaxf(b2, fminf(b1, lv[e]));
+    b1 = fmaxf(b1, lv[e]);
+  }
+  int am = INT_MAX;
+  if (b1 == M) {
+#pragma unroll
+    for (int e = 31; e >= 0; --e)
+      if (lv[e] == M) am = col_of<DT>(blk, lane, e);
+  }
+  return warp_top2(Top2{b1, am, b2});
+}
+
 // ------------------------------------------------------------------------------------------------
 // Reductions
 __device__ __forceinline__ float warp_max_nan(float v) {

@@ -6,17 +6,19 @@
 // Files, in include order
 //   plan.h          the launch plan: shape constants, the rules, SamplePlanOverrides (tests)
 //   params.cuh      SampleParams (the kernels' parameter block), BlockRec, RowInfo
-//   row.cuh         row access: Elt, Req (row_req: find_request + load_req), make_l / temper (kernels/common/row.h), block loads
+//   row.cuh         row access: Req (row_req: find_request + load_req over common/request.h),
+//                   block loads of l (common/row.h: Elt, row::make_l, row::temper), ban_block
 //   outputs.cuh     per-row output stores
-//   select.cuh      radix selects over candidate sources, run by a WarpTeam or CtaTeam
+//   select.cuh      the teams (WarpTeam, CtaTeam) and their reductions, radix selects over
+//                   candidate sources, team_token (the token search of every finish)
 //   filtered.cuh    row_pass_kernel, cand_finish_kernel (filtered rows from candidate lists)
-//   plain_finish.cuh plain_finish_kernel, plain_finish_warp_kernel (unfiltered rows' finish)
+//   plain_finish.cuh plain_finish_row over a team: plain_finish_kernel (CTA), plain_finish_warp_kernel
 //   plain_pass.cuh  plain_pass_kernel (unfiltered rows' streaming pass, optionally finishing)
 //   small.cuh       small_plain_kernel, small_filter_kernel (V <= 2048, one launch)
 //   filter_cta.cuh  filter_kernel (the rows the lists cannot settle: a CTA per row)
 //   split_row.cuh   split_finish_kernel (cand_finish_kernel's outputs, several CTAs per row)
 //   probs.cuh       probs_kernel, status_kernel
-//   launch.cuh      workspace layout, launch_sample (the one dtype dispatch)
+//   launch.cuh      workspace layout, launch_sample (the one dtype dispatch, DDS_DISPATCH_DTYPE)
 //
 // Kernels
 //  * plain_pass_kernel (unfiltered rows): each warp streams up to 16 consecutive 1024-token
@@ -25,7 +27,7 @@
 //    NaN propagation (a NaN or +inf only then triggers the sanitising rule of docs/sampling.md §2,
 //    in place), one exp pass for the sums; a 32-byte record per block.
 //  * plain_finish_kernel (one CTA per row, < 1024 rows) / plain_finish_warp_kernel (one warp per
-//    row): merges the block records, re-reads the block holding the row maximum for its first
+//    row), one algorithm (plain_finish_row) over the two teams: merges the block records, re-reads the block holding the row maximum for its first
 //    column and the runner-up, picks the winning block (block scores in fp32 first, float64
 //    Gumbels for those near the best), re-reads that block (L2) for the token Gumbels, writes the
 //    outputs. From 1024 rows, rows that one warp streams whole are finished by that warp inside

@@ -171,6 +171,7 @@ struct TeamSmem {
   float wf[kRowWarps];
   double wv[kRowWarps];
   int wi[kRowWarps];
+  float wl[kRowWarps];
   unsigned long long wz[3][kRowWarps];
 };
 struct WarpTeam {
@@ -192,6 +193,122 @@ struct CtaTeam {
 };
 __device__ __forceinline__ TeamSmem* team_smem(const WarpTeam&) { return nullptr; }
 __device__ __forceinline__ TeamSmem* team_smem(const CtaTeam& t) { return t.sm; }
+
+// Team reductions; every thread gets the result. CtaTeam: each warp's result through TeamSmem
+// (team_max: wf, free again after the team's next barrier; team_argmax: wv / wi / wl, free again
+// on return).
+template <class Team>
+__device__ __forceinline__ float team_max(const Team& team, float v) {
+  v = warp_max(v);
+  if constexpr (Team::kCta) {
+    TeamSmem& t = *team_smem(team);
+    if (team.lane == 0) t.wf[team.warp()] = v;
+    team.sync();
+#pragma unroll
+    for (int u = 0; u < kRowWarps; ++u) v = fmaxf(v, t.wf[u]);
+  }
+  return v;
+}
+// The best (score bv, id bt; ties to the lower id; bt = INT_MAX: none) and the value bl that the
+// thread holding it carries (a token's l).
+template <class Team>
+__device__ __forceinline__ void team_argmax(const Team& team, double& bv, int& bt, float& bl) {
+  const int mine = bt;
+  warp_argmax(bv, bt);
+  const unsigned own = __ballot_sync(0xffffffffu, mine == bt && bt != INT_MAX);
+  if (own) bl = __shfl_sync(0xffffffffu, bl, __ffs(own) - 1);
+  if constexpr (Team::kCta) {  // (every thread passes the barriers: callers are CTA-uniform)
+    TeamSmem& t = *team_smem(team);
+    const int w = team.warp();
+    if (team.lane == 0) {
+      t.wv[w] = bv;
+      t.wi[w] = bt;
+      t.wl[w] = bl;
+    }
+    team.sync();
+    bv = 0;
+    bt = INT_MAX;
+    for (int u = 0; u < kRowWarps; ++u) {
+      const int b0 = bt;
+      argmax_merge(bv, bt, t.wv[u], t.wi[u]);
+      if (bt != b0) bl = t.wl[u];
+    }
+    team.sync();  // (the hand-over is read before anyone writes it again)
+  }
+}
+template <class Team>
+__device__ __forceinline__ void team_argmax(const Team& team, double& bv, int& bt) {
+  warp_argmax(bv, bt);
+  if constexpr (Team::kCta) {
+    TeamSmem& t = *team_smem(team);
+    const int w = team.warp();
+    if (team.lane == 0) {
+      t.wv[w] = bv;
+      t.wi[w] = bt;
+    }
+    team.sync();
+    bv = 0;
+    bt = INT_MAX;
+    for (int u = 0; u < kRowWarps; ++u) argmax_merge(bv, bt, t.wv[u], t.wi[u]);
+    team.sync();
+  }
+}
+
+// The token search of every finish (plain_finish_row, finish_filtered, small_token,
+// small_filter_kernel): the token among the columns a team walks, by the exact float64 Gumbel-max
+// a_t + G_t (ties to the lower id), with fp32 approximate Gumbels (approx_gumbel) to pick the
+// candidates. walk(f) calls f(c, l) for each of this thread's columns c in ascending order, l its
+// value (-inf: not a column); a = to_a(l); in_k(c, a): the column is kept. Each thread keeps its
+// best two approximate scores; the exact score goes to its best when that is within approx_margin
+// of the team's best (the token the exact scores pick is among those), and a thread whose
+// runner-up is that close too walks again and scores every such column (rare). exact_all (a test
+// hook): every kept column is scored exactly. Exact scores for every kept column had been ~22% of
+// cand_finish's instructions at 4096 x 1025 top-p (ncu); holding the approximate scores for a
+// second pass, more registers. Returns the token (team-uniform; INT_MAX: no kept column) and its
+// l in *lt (the token's thread's value, handed over: no re-read of its column).
+template <class Team, class W, class K, class A>
+__device__ __forceinline__ int team_token(const Team& team, const Req& q, uint32_t pos, const W& walk,
+                                          const K& in_k, const A& to_a, float* lt,
+                                          bool exact_all = false) {
+  Best2 bs{neg_inf(), neg_inf()};
+  float a1 = 0.f, l1 = 0.f;
+  int c1 = -1;
+  walk([&](int c, float l) {
+    if (l == neg_inf()) return;
+    const float a = to_a(l);
+    if (!in_k(c, a)) return;
+    if (bs.add(a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken)))) {
+      c1 = c;
+      a1 = a;
+      l1 = l;
+    }
+  });
+  const float s1 = bs.s1, s2 = bs.s2;
+  const float bf = team_max(team, s1);
+  // (thr may round to -inf at |a| ~ FLT_MAX: columns without a score stay out explicitly)
+  const float thr = exact_all ? -FLT_MAX : bf - approx_margin(bf);
+  double bv = 0;
+  int bt = INT_MAX;
+  float bl = 0.f;
+  if (s2 != neg_inf() && !(s2 < thr)) {
+    walk([&](int c, float l) {
+      if (l == neg_inf()) return;
+      const float a = to_a(l);
+      if (!in_k(c, a)) return;
+      const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+      if (a + approx_gumbel(bits) < thr) return;
+      const int b0 = bt;
+      argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
+      if (bt != b0) bl = l;
+    });
+  } else if (c1 >= 0 && !(s1 < thr)) {
+    argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
+    bl = l1;
+  }
+  team_argmax(team, bv, bt, bl);
+  *lt = bl;
+  return bt;
+}
 
 // Warp radix select over a source of entries: each(g) calls g(c, a, key) for this lane's entries
 // (a: the processed value, key = fkey(a)): finish_filtered's list S, or small_filter_kernel's
@@ -387,20 +504,7 @@ __device__ __noinline__ Top2 block_top2(const SampleParams& P, const Req& q, int
                                         float M, int lane) {
   float lv[32];
   load_block_l<DT, true>(P, q, row, blk, lane, lv);
-  float b1 = neg_inf(), b2 = neg_inf();
-#pragma unroll
-  for (int e = 0; e < 32; ++e) {
-    b2 = fmaxf(b2, fminf(b1, lv[e]));
-    b1 = fmaxf(b1, lv[e]);
-  }
-  int am = INT_MAX;
-  if (b1 == M) {
-#pragma unroll
-    for (int e = 31; e >= 0; --e)
-      if (lv[e] == M) am = col_of<DT>(blk, lane, e);
-  }
-  Top2 tb{b1, am, b2};
-  return warp_top2(tb);
+  return block_top2_regs<DT>(lv, blk, lane, M);
 }
 
 // Thresholds of a filtered row (finish_filtered step 3, small_filter_kernel): the kept set is
@@ -527,77 +631,21 @@ __device__ __forceinline__ unsigned long long kept_terms(float a, double md, lon
   return __double2ull_rn(x * kMassScale);
 }
 
-// The token of a filtered row: approximate Gumbels (fp32, approx_gumbel) for the kept columns
-// (in_k(c, a), a = to_a(the entry's value)) of the winning block bbest among the list S[0, nS),
-// each lane keeping its best
-// two; the exact float64 score for each lane's best when it is within approx_margin of the warp's
-// best (the token the exact scores pick is among those), a second walk scoring every such column
-// only when some lane's runner-up is that close too. Exact scores for every kept column had been
-// ~22% of cand_finish's instructions at 4096 x 1025 top-p (ncu, 2026-11-29); a second walk every
-// time cost top-k / min-p rows 2-5%. Returns the token (warp-uniform; INT_MAX: no kept column).
+// The token of a filtered row among the list S[0, nS) (team_token over the entries of the winning
+// block bbest; for_list's layout: warp w of a CtaTeam walks entries 128 w + lane, step 128 x warps).
 template <class Team, class K, class A>
 __device__ __forceinline__ int list_token(const Team& team, const Req& q, uint32_t pos,
                                           const int2* S, int nS, int bbest, const K& in_k,
                                           const A& to_a) {
   const int lane = team.lane;
-  const int w = team.warp();
-  const int j0 = 128 * w + lane, step = 128 * (Team::kSize / 32);
-  double bv = 0;
-  int bt = INT_MAX;
-  if (bbest != INT_MAX) {
-    Best2 bs{neg_inf(), neg_inf()};
-    float a1 = 0.f;
-    int c1 = -1;
+  const int j0 = 128 * team.warp() + lane, step = 128 * (Team::kSize / 32);
+  float lt;
+  return team_token(team, q, pos, [&](auto f) {
+    if (bbest == INT_MAX) return;
     for_list(S, nS, lane, [&](int c, float l) {
-      if ((c >> 10) != bbest) return;
-      const float a = to_a(l);
-      if (!in_k(c, a)) return;
-      if (bs.add(a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken)))) {
-        c1 = c;
-        a1 = a;
-      }
+      if ((c >> 10) == bbest) f(c, l);
     }, j0, step);
-    const float s1 = bs.s1, s2 = bs.s2;
-    float bf = warp_max(s1);
-    if constexpr (Team::kCta) {
-      TeamSmem& t = *team_smem(team);
-      if (lane == 0) t.wf[w] = bf;
-      team.sync();
-#pragma unroll
-      for (int u = 0; u < kRowWarps; ++u) bf = fmaxf(bf, t.wf[u]);
-    }
-    const float thr = bf - approx_margin(bf);
-    // (thr NaN: every lane with two kept columns walks again, a lane with one scores it exactly)
-    bool again = s2 != neg_inf() && !(s2 < thr);
-    if constexpr (Team::kCta) again = __syncthreads_or(again) != 0;
-    else again = __ballot_sync(0xffffffffu, again) != 0u;
-    if (again) {
-      for_list(S, nS, lane, [&](int c, float l) {
-        if ((c >> 10) != bbest) return;
-        const float a = to_a(l);
-        if (!in_k(c, a)) return;
-        const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
-        if (a + approx_gumbel(bits) < thr) return;
-        argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
-      }, j0, step);
-    } else if (c1 >= 0 && !(s1 < thr)) {
-      argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
-    }
-  }
-  warp_argmax(bv, bt);
-  if constexpr (Team::kCta) {  // (every thread passes the barriers: bbest is CTA-uniform)
-    TeamSmem& t = *team_smem(team);
-    if (lane == 0) {
-      t.wv[w] = bv;
-      t.wi[w] = bt;
-    }
-    team.sync();
-    bv = 0;
-    bt = INT_MAX;
-    for (int u = 0; u < kRowWarps; ++u) argmax_merge(bv, bt, t.wv[u], t.wi[u]);
-    team.sync();  // (the hand-over is read before anyone writes it again)
-  }
-  return bt;
+  }, in_k, to_a, &lt);
 }
 
 // A filtered row's guided statistics: one block's terms (maximum m1, sums sl / el of its record)

@@ -133,23 +133,17 @@ __device__ __forceinline__ void small_group(const SampleParams& P, const Req& q,
     if (ban.excluded(c0 + e, w, e)) l[e] = neg_inf();
 }
 
-// The token within block `blk` (NG 16-byte groups per lane): approximate Gumbels for every
-// column, each lane keeping its best two; the exact float64 score for a lane's best when it lies
-// within approx_margin of the warp's best, for all of a lane's columns in that range when its
-// second does too (rare). The same candidates as finish_plain_warp's bit mask, so the same
-// token. Returns the token (warp-uniform) and its l in *lt.
+// The token within block `blk` (NG 16-byte groups per lane): team_token over the block's columns
+// (approximate Gumbels, each lane keeping its best two, exact float64 scores near the best).
+// Returns the token (team-uniform) and its l in *lt.
 // A rolled loop over the groups, each re-read (L1): unrolled over registers holding the row, its
 // ~45 KB of code missed the instruction cache (ncu, 8 x 1025: 9.5 of 14 cycles per instruction
 // "no instruction") and the row's 32 registers spilled.
 // CTA (small_plain_kernel<.., true>: kRowWarps warps on one row): warp w takes groups w, w + 8,
-// ...; the best score, then the exact argmax, are merged across the warps through `sm` (the same
-// threshold and candidates, so the same token).
+// ...; the team reductions go through `sm`.
 struct SmallSmem {
   int bb;
-  float bf[kRowWarps];
-  double bv[kRowWarps];
-  int bt[kRowWarps];
-  float bl[kRowWarps];
+  TeamSmem team;  // small_token's team reductions (team_max, team_argmax)
 };
 template <int DT, int NG, bool CTA = false>
 __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, int row, int blk,
@@ -157,104 +151,39 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
   constexpr int VEC = Elt<DT>::VEC;
   const int wid = CTA ? (int)(threadIdx.x >> 5) : 0;
   constexpr int JS = CTA ? kRowWarps : 1;  // group stride
-  Best2 bs{neg_inf(), neg_inf()};
-  float l1 = 0.f;
-  int c1 = -1;
-  auto approx = [&](float l, int col) {
-    return row::temper(l, q.invT) + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)col, kSaltToken));
-  };
-  auto group = [&](const float (&l)[VEC], int c0) {
+  using Team = typename std::conditional<CTA, CtaTeam, WarpTeam>::type;
+  Team team{lane};
+  if constexpr (CTA) team.sm = &sm->team;
+  const bool fast = !q.guided && P.vec_ok && (blk + 1) * kB <= P.V;
+  auto walk = [&](auto f) {
+    if (fast) {
+      // Unguided whole block, 16-byte aligned rows: one 16-byte load per group.
+      using T = typename Elt<DT>::T;
+      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+#pragma unroll 1
+      for (int j = wid; j < NG; j += JS) {
+        const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+        const uint4 raw = *reinterpret_cast<const uint4*>(crow + c0);
+        const T* ce = reinterpret_cast<const T*>(&raw);
+        const row::Ban ban = ban_of(P, q);
+        const uint32_t w = ban.word(c0, P.V);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      if (l[e] == neg_inf()) continue;
-      if (bs.add(approx(l[e], c0 + e))) {
-        c1 = c0 + e;
-        l1 = l[e];
+        for (int e = 0; e < VEC; ++e)
+          f(c0 + e, ban.excluded(c0 + e, w, e) ? neg_inf() : row::sanitize(Elt<DT>::cvt(ce[e])));
+      }
+    } else {
+#pragma unroll 1
+      for (int j = wid; j < NG; j += JS) {
+        float l[VEC];
+        small_group<DT>(P, q, row, blk, j, lane, l);
+        const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) f(c0 + e, l[e]);
       }
     }
   };
-  if (!q.guided && P.vec_ok && (blk + 1) * kB <= P.V) {
-    // Unguided whole block, 16-byte aligned rows: one 16-byte load per group.
-    using T = typename Elt<DT>::T;
-    const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
-#pragma unroll 1
-    for (int j = wid; j < NG; j += JS) {
-      const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
-      const uint4 raw = *reinterpret_cast<const uint4*>(crow + c0);
-      const T* ce = reinterpret_cast<const T*>(&raw);
-      float l[VEC];
-      const row::Ban ban = ban_of(P, q);
-      const uint32_t w = ban.word(c0, P.V);
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) l[e] = ban.excluded(c0 + e, w, e) ? neg_inf() : row::sanitize(Elt<DT>::cvt(ce[e]));
-      group(l, c0);
-    }
-  } else {
-#pragma unroll 1
-    for (int j = wid; j < NG; j += JS) {
-      float l[VEC];
-      small_group<DT>(P, q, row, blk, j, lane, l);
-      group(l, blk * kB + j * 32 * VEC + lane * VEC);
-    }
-  }
-  const float v1 = bs.s1, v2 = bs.s2;
-  float bf = warp_max(v1);
-  if constexpr (CTA) {
-    if (lane == 0) sm->bf[wid] = bf;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < kRowWarps; ++w) bf = fmaxf(bf, sm->bf[w]);
-  }
-  float thr = bf - approx_margin(bf);  // (may round to -inf at |a| ~ FLT_MAX: -inf stays out)
-  if (P.small_exact_all) thr = -FLT_MAX;
-  double bv = 0;
-  int bt = INT_MAX;
-  float bl = 0.f;
-  auto exact = [&](int col, float l) {
-    const double v = (double)row::temper(l, q.invT) + gumbel(q.seed, q.step, pos, (uint32_t)col, kSaltToken);
-    const int bt0 = bt;
-    argmax_merge(bv, bt, v, col);
-    if (bt != bt0) bl = l;
-  };
-  if (v2 != neg_inf() && v2 >= thr) {
-#pragma unroll 1
-    for (int j = wid; j < NG; j += JS) {
-      float l[VEC];
-      small_group<DT>(P, q, row, blk, j, lane, l);
-      const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
-#pragma unroll 1
-      for (int e = 0; e < VEC; ++e) {
-        float le = l[0];
-#pragma unroll
-        for (int k = 1; k < VEC; ++k)
-          if (k == e) le = l[k];
-        if (le != neg_inf() && approx(le, c0 + e) >= thr) exact(c0 + e, le);
-      }
-    }
-  } else if (c1 >= 0 && v1 >= thr) {
-    exact(c1, l1);
-  }
-  const int mine = bt;
-  warp_argmax(bv, bt);
-  const unsigned own = __ballot_sync(0xffffffffu, mine == bt && bt != INT_MAX);
-  if (own) bl = __shfl_sync(0xffffffffu, bl, __ffs(own) - 1);
-  if constexpr (CTA) {
-    if (lane == 0) {
-      sm->bv[wid] = bv;
-      sm->bt[wid] = bt;
-      sm->bl[wid] = bl;
-    }
-    __syncthreads();
-    bv = 0;
-    bt = INT_MAX;
-    for (int w = 0; w < kRowWarps; ++w) {
-      const int bt0 = bt;
-      argmax_merge(bv, bt, sm->bv[w], sm->bt[w]);
-      if (bt != bt0) bl = sm->bl[w];
-    }
-  }
-  *lt = bl;
-  return bt;
+  return team_token(team, q, pos, walk, [](int, float) { return true; },
+                    [&](float l) { return row::temper(l, q.invT); }, lt, P.small_exact_all != 0);
 }
 
 // CTA = true (few rows, small_cta_default): one CTA per row; warp 0 does everything but the

@@ -7,8 +7,9 @@
 // iteration or one device thread), columns in increasing id order, so that both backends compute
 // the same sums in the same order.
 //  * records.h     the protocol: constants, record layouts (StatsHead + Cand, RadixRec, KeptRec)
-//  * row.h         arithmetic helpers, per-request parameters, the call (Args, Call), a row's
-//                  columns, the column rule (KRule), a rank's sampler share, round 0 of a row
+//  * row.h         float64 helpers, per-request parameters (kernels/common/request.h), the call
+//                  (Args, Call), a row's columns (kernels/common/row.h's transform), the column
+//                  rule (KRule), a rank's sampler share, round 0 of a row
 //  * rule.h        global statistics, candidate merge, radix walk, the filtered set (k_rule),
 //                  rounds RADIX and KEPT of a row
 //  * finish_row.h  the finish of a row

@@ -19,7 +19,7 @@
 //    ids) are ranked.
 //
 // Files: params.cuh (Params, constants, shared-memory and workspace layout), tile.cuh (value
-// rule, keys, element and tile loads, the warp's sorted list), kernel.cuh (stash_kernel),
+// rule over kernels/common/row.h, keys, element and tile loads, the warp's sorted list), kernel.cuh (stash_kernel),
 // launch.cuh (warps_per_cta, launch_stash: grid by the occupancy query, dtype dispatch).
 #ifndef DDS_KERNELS_STASH_STASH_CUH_
 #define DDS_KERNELS_STASH_STASH_CUH_
