@@ -136,7 +136,7 @@ DDS_HD Params request_params(const Args& a, int32_t r) {
   const bool want = a.uncond_logits != nullptr && g != 0.f;  // (the offsets are read only then)
   int64_t first = !want ? 0 : listed ? (int64_t)a.uncond_row_offsets[r] : (int64_t)rb;
   q.guided = rule::guided(want, g, listed, &first, re - rb, a.uncond_num_rows,
-                          true, &q.status);
+                          rows_ok, &q.status);
   q.uncond_first = q.guided ? first : 0;
   q.k = rule::top_k(a.top_ks ? a.top_ks[r] : a.top_k, &q.status);
   q.p = rule::top_p(a.top_ps ? a.top_ps[r] : a.top_p, &q.status);
