@@ -9,6 +9,7 @@
 #include <dds/dds.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -65,13 +66,26 @@ uint16_t to_bf16(float x) {
   return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
+// CPU and CUDA statistics agree within the contract's tolerance (docs/sampling.md: 1e-5 relative,
+// 1e-6 absolute; infinities and NaNs exactly), not bit for bit: the backends sum in other orders.
+bool near(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float x = a[i], y = b[i];
+    if (std::isnan(x) || std::isnan(y) || std::isinf(x) || std::isinf(y)) {
+      if (!(std::isnan(x) && std::isnan(y)) && x != y) return false;
+      continue;
+    }
+    if (std::fabs((double)x - (double)y) > 1e-5 * std::fabs((double)y) + 1e-6) return false;
+  }
+  return true;
+}
+
 struct SampleOut {
   std::vector<int32_t> tokens, argmax, status;
   std::vector<float> logprobs, confidence, margin, entropy;
   bool operator==(const SampleOut& o) const {
-    auto eqf = [](const std::vector<float>& a, const std::vector<float>& b) {
-      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-    };
+    auto eqf = [](const std::vector<float>& a, const std::vector<float>& b) { return near(a, b); };
     return tokens == o.tokens && argmax == o.argmax && status == o.status &&
            eqf(logprobs, o.logprobs) && eqf(confidence, o.confidence) && eqf(margin, o.margin) &&
            eqf(entropy, o.entropy);
@@ -259,7 +273,7 @@ TEST_CASE("hostile row_offsets: dds_stash_logprobs and dds_reveal on CUDA equal 
     }
     CHECK(ids[0] == ids[1]);
     CHECK(ranks[0] == ranks[1]);
-    CHECK(std::memcmp(lps[0].data(), lps[1].data(), lps[0].size() * 4) == 0);
+    CHECK(near(lps[0], lps[1]));
     CHECK(st[0] == st[1]);
     CHECK(rev[0] == rev[1]);
     CHECK(nrev[0] == nrev[1]);
@@ -326,7 +340,7 @@ TEST_CASE("hostile draft counts: dds_verify_drafts on CUDA equals the CPU, DDS_R
   }
   CHECK(acc[0] == acc[1]);
   CHECK(toks[0] == toks[1]);
-  CHECK(std::memcmp(lps[0].data(), lps[1].data(), lps[0].size() * 4) == 0);
+  CHECK(near(lps[0], lps[1]));
   CHECK(st[0] == st[1]);
   for (int r = 0; r < R; ++r) {
     CHECK((st[1][r] & DDS_REQ_BAD_DRAFT_COUNT) ==
