@@ -174,3 +174,42 @@ def test_example_decode_loop_runs():
     finally:
         sys.argv = argv
     assert e.value.code == 0
+
+
+def test_batch_arrays_reused_across_steps_and_rebuilt_on_change():
+    """A decode loop's steps reuse the batch's arrays: each call equals a fresh sampler's,
+    with per-request iterations, and a changed knob, batch or shape is taken at once."""
+    rng = np.random.default_rng(5)
+    ids, lens = ["a", "b", "c"], [3, 4, 2]
+    c = rng.standard_normal((C, 9, V)).astype(np.float32) * 2
+    u = c[:, :3] + rng.standard_normal((C, 3, V)).astype(np.float32)  # "a" guided only
+    cfgs = {"a": RequestConfig(guidance_scale=2.0, temperature=0.9, seed=11),
+            "b": RequestConfig(temperature=0.7, seed=12), "c": RequestConfig(seed=13)}
+
+    def fresh(ids_, c_, u_, lens_, iters):
+        with OmniVoiceSampler(V, C, MASK) as f:
+            for rid in ids_:
+                f.ingest_request(rid, cfgs[rid])
+            return f.sample(ids_, c_, u_, lens_, iters)
+
+    with OmniVoiceSampler(V, C, MASK) as s:
+        for rid in ids:
+            s.ingest_request(rid, cfgs[rid])
+        for iters in ([0, 0, 0], [1, 1, 1], [2, 5, 7], [2, 5, 7]):
+            got, want = s.sample(ids, c, u, lens, iters), fresh(ids, c, u, lens, iters)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+        before = s.sample(ids, c, u, lens, [3, 3, 3])
+        cfgs["b"] = RequestConfig(temperature=0.7, seed=99)
+        s.ingest_request("b", cfgs["b"])
+        after = s.sample(ids, c, u, lens, [3, 3, 3])
+        np.testing.assert_array_equal(after[0], fresh(ids, c, u, lens, [3, 3, 3])[0])
+        assert not np.array_equal(after[0][:, 3:7], before[0][:, 3:7])
+        np.testing.assert_array_equal(after[0][:, :3], before[0][:, :3])
+        ids2, lens2 = ["b", "a"], [4, 3]
+        c2 = np.concatenate([c[:, 3:7], c[:, :3]], axis=1)
+        got, want = s.sample(ids2, c2, u, lens2, [4, 4]), fresh(ids2, c2, u, lens2, [4, 4])
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        with pytest.raises(ValueError, match="seq_lens"):
+            s.sample(ids2, c2, u, [4, 2], [4, 4])

@@ -48,8 +48,13 @@ into the other from two gathered columns (the token's and the forbidden class's 
 extra pass over the vocabulary.
 
 Arrays: numpy on the CPU backend, torch tensors (host or CUDA) on the matching backend. The
-per-request values go to dds as host lists (copied to the device on CUDA): this adapter is not
-meant to be captured in a CUDA graph.
+per-call arrays of a request batch (row offsets, canvas positions, uncond row offsets and the
+per-request knobs, and the per-cell guidance scale and uncond row the log-probability fix-up
+gathers with) are built once, in the logits' library and on their device, and reused while the
+request ids, their knobs, `seq_lens` and the logits' shapes stay the same, as over the steps of
+a decode loop: such a call copies nothing to the device except `iterations` when they differ
+between requests (equal ones go as one scalar), and dds runs it from a plan (`Sampler.sample`'s
+fast path). This adapter is not meant to be captured in a CUDA graph.
 """
 
 from __future__ import annotations
@@ -73,8 +78,43 @@ class RequestConfig:
     seed: int = 0
 
 
+_DEFAULT = RequestConfig()
+
+
 def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
+
+
+def _array_place(x: Any) -> Tuple[str, str]:
+    """(library, device) of an array: what the cached per-batch arrays must match."""
+    if _is_torch(x):
+        return "torch", str(x.device)
+    return type(x).__module__, ""
+
+
+class _Batch:
+    """The per-call arrays of one request batch (OmniVoiceSampler._build_batch)."""
+
+    def __init__(self, key: Tuple, like: Any, guided: bool, Pu: int) -> None:
+        self.key, self.guided, self.Pu = key, guided, Pu
+        self.torch = _is_torch(like)
+        self.device = like.device if self.torch else None
+        self.row_offsets = self.positions = self.temperature = self.top_k = self.seed = None
+        self.uncond_row_offsets = self.guidance_scale = None
+        self.g_row = self.urow = self.rows = None
+
+    def convert(self, host: np.ndarray) -> Any:
+        """A host array as the logits' library holds it on their device (dds takes int64 /
+        int32 for uint64 seeds / uint32 steps bit for bit)."""
+        if not self.torch:
+            return host
+        import torch
+
+        if host.dtype == np.uint64:
+            host = host.view(np.int64)
+        elif host.dtype == np.uint32:
+            host = host.view(np.int32)
+        return torch.from_numpy(np.ascontiguousarray(host)).to(self.device)
 
 
 class OmniVoiceSampler:
@@ -108,6 +148,7 @@ class OmniVoiceSampler:
                                max_rows=num_rows * max_positions,
                                max_requests=num_rows * max_requests)
         self._configs: Dict[Any, RequestConfig] = {}
+        self._batch: Optional[_Batch] = None  # the last call's per-batch arrays
 
     def close(self) -> None:
         self.sampler.close()
@@ -166,16 +207,52 @@ class OmniVoiceSampler:
             raise ValueError(f"c_logits: shape {(C, P, V)}, but the sampler was made for "
                              f"{self.num_rows} rows and a vocabulary of {self.vocab_size}")
         R = len(request_ids)
+        cfgs = [self._configs.get(rid, _DEFAULT) for rid in request_ids]
+        u_shape = None if u_logits is None else tuple(u_logits.shape)
+        lens_key = None if seq_lens is None else tuple(seq_lens)
+        key = (tuple(request_ids), lens_key, P, u_shape, _array_place(c_logits),
+               tuple((c.guidance_scale, c.temperature, c.top_ratio, c.seed) for c in cfgs))
+        b = self._batch
+        if b is None or b.key != key:
+            b = self._batch = self._build_batch(key, request_ids, cfgs, c_logits, u_logits,
+                                                seq_lens, C, P, V)
+        iters = [0] * R if iterations is None else [int(i) for i in iterations]
+        if len(iters) != R:
+            raise ValueError(f"iterations: {len(iters)} values for {R} request ids")
+        if R and min(iters) == max(iters):
+            step: Any = iters[0]  # one Python int: no array, the plan's scalar
+        else:
+            step = b.convert(np.tile(np.uint32(iters), C))
+        flat = c_logits.reshape(C * P, V)
+        kw: Dict[str, Any] = {}
+        if b.guided:
+            kw = dict(uncond_logits=u_logits.reshape(C * b.Pu, V),
+                      uncond_row_offsets=b.uncond_row_offsets, guidance_scale=b.guidance_scale)
+        res = self.sampler.sample(
+            flat, row_offsets=b.row_offsets, positions=b.positions, temperature=b.temperature,
+            top_k=b.top_k, seed=b.seed, step=step,
+            banned_token=-1 if self.forbidden_class is None else self.forbidden_class,
+            stats="guided", outputs=("tokens", "logprobs"), **kw)
+        tokens, logprobs = res.tokens, res.logprobs
+        if self.forbidden_class is not None and P:
+            logprobs = self._renormalise(flat, u_logits, tokens, logprobs, b, C)
+        if _is_torch(tokens):
+            return tokens.long().reshape(C, P), logprobs.reshape(C, P)
+        return tokens.astype(np.int64).reshape(C, P), logprobs.reshape(C, P)
+
+    def _build_batch(self, key: Tuple, request_ids: Sequence[Any], cfgs: List[RequestConfig],
+                     c_logits: Any, u_logits: Any, seq_lens: Optional[Sequence[int]], C: int,
+                     P: int, V: int) -> "_Batch":
+        """The validated per-call arrays of one request batch, in the logits' library and on
+        their device (one copy each), reused while request ids, knobs, lengths and shapes stay
+        the same (a decode loop's steps)."""
+        R = len(request_ids)
         lens = np.asarray([P] if seq_lens is None else list(seq_lens), np.int64)
         if lens.size != R:
             raise ValueError(f"seq_lens: {lens.size} lengths for {R} request ids")
         if np.any(lens < 0) or int(lens.sum()) != P:
             raise ValueError(f"seq_lens: must be >= 0 and sum to the {P} positions of c_logits, "
                              f"got {lens.tolist()}")
-        iters = [0] * R if iterations is None else [int(i) for i in iterations]
-        if len(iters) != R:
-            raise ValueError(f"iterations: {len(iters)} values for {R} request ids")
-        cfgs = [self._configs.get(rid, RequestConfig()) for rid in request_ids]
         g = np.array([c.guidance_scale for c in cfgs], np.float64)
         guided = g != 0
         starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
@@ -210,53 +287,50 @@ class OmniVoiceSampler:
         positions = (np.arange(C)[:, None] * lens[seg][None, :] + t[None, :]).reshape(-1)
         if positions.size and positions.max() >= 2 ** 31:
             raise ValueError("seq_lens: a request's canvas exceeds 2^31 cells")
+        if C * max(P, Pu) >= 2 ** 31:
+            raise ValueError("c_logits: more than 2^31 rows")
         uoffs = np.where(guided[None, :], np.arange(C)[:, None] * Pu + u_starts[None, :], -1)
         temps = [max(float(c.temperature), 0.0) for c in cfgs]
         top_k = [max(1, math.ceil(c.top_ratio * V)) for c in cfgs]
         seeds = np.array([c.seed for c in cfgs], np.uint64)
 
-        flat = c_logits.reshape(C * P, V)
-        kw: Dict[str, Any] = {}
-        if guided.any():
-            kw = dict(uncond_logits=u_logits.reshape(C * Pu, V),
-                      uncond_row_offsets=uoffs.reshape(-1).tolist(),
-                      guidance_scale=np.tile(g.astype(np.float32), C))
-        res = self.sampler.sample(
-            flat, row_offsets=row_offsets.tolist(), positions=positions.astype(np.int32),
-            temperature=np.tile(np.float32(temps), C), top_k=np.tile(np.int32(top_k), C),
-            seed=np.tile(seeds, C), step=np.tile(np.uint32(iters), C),
-            banned_token=-1 if self.forbidden_class is None else self.forbidden_class,
-            stats="guided", outputs=("tokens", "logprobs"), **kw)
-        tokens, logprobs = res.tokens, res.logprobs
+        b = _Batch(key, c_logits, bool(guided.any()), Pu)
+        b.row_offsets = b.convert(row_offsets.astype(np.int32))
+        b.positions = b.convert(positions.astype(np.int32))
+        b.temperature = b.convert(np.tile(np.float32(temps), C))
+        b.top_k = b.convert(np.tile(np.int32(top_k), C))
+        b.seed = b.convert(np.tile(seeds, C))
+        if b.guided:
+            b.uncond_row_offsets = b.convert(uoffs.reshape(-1).astype(np.int32))
+            b.guidance_scale = b.convert(np.tile(g.astype(np.float32), C))
         if self.forbidden_class is not None and P:
-            logprobs = self._renormalise(flat, u_logits, tokens, logprobs, g, guided, seg,
-                                         u_starts - np.where(guided, starts, 0), Pu, C, P)
-        if _is_torch(tokens):
-            return tokens.long().reshape(C, P), logprobs.reshape(C, P)
-        return tokens.astype(np.int64).reshape(C, P), logprobs.reshape(C, P)
+            # for _renormalise: each cell's guidance scale and uncond row (0 where unguided,
+            # masked by the scale 0)
+            rows = np.arange(C * P)
+            u_shift = u_starts - np.where(guided, starts, 0)
+            b.g_row = np.tile(g[seg], C)
+            b.urow = np.where(np.tile(guided[seg], C),
+                              (rows // P) * Pu + rows % P + np.tile(u_shift[seg], C), 0)
+            b.rows = rows
+            if b.torch:
+                b.g_row = b.convert(b.g_row.astype(np.float32))
+                b.urow, b.rows = b.convert(b.urow), b.convert(rows)
+        return b
 
-    def _renormalise(self, flat: Any, u_logits: Any, tokens: Any, lp: Any, g: np.ndarray,
-                     guided: np.ndarray, seg: np.ndarray, u_shift: np.ndarray, Pu: int, C: int,
-                     P: int) -> Any:
+    def _renormalise(self, flat: Any, u_logits: Any, tokens: Any, lp: Any, b: "_Batch",
+                     C: int) -> Any:
         """dds's log-prob (normalised without the forbidden class) -> OmniVoice's (with it)."""
         m = self.forbidden_class
-        rows = np.arange(C * P)
-        g_row = np.tile(g[seg], C)
-        # uncond row of each cell (guided requests; 0 elsewhere, masked by g_row = 0)
-        urow = np.where(np.tile(guided[seg], C),
-                        (rows // P) * Pu + rows % P + np.tile(u_shift[seg], C), 0)
-        if _is_torch(flat):
+        g_row, urow, rows, Pu = b.g_row, b.urow, b.rows, b.Pu
+        if b.torch:
             import torch
 
-            dev = flat.device
-            ridx = torch.arange(C * P, device=dev)
             tok = tokens.long()
-            gt = torch.as_tensor(g_row, dtype=torch.float32, device=dev)
-            c_tok, c_m = flat[ridx, tok].float(), flat[:, m].float()
-            if guided.any():
+            gt = g_row
+            c_tok, c_m = flat[rows, tok].float(), flat[:, m].float()
+            if b.guided:
                 u2 = u_logits.reshape(C * Pu, -1)
-                ui = torch.as_tensor(urow, device=dev)
-                u_tok, u_m = u2[ui, tok].float(), u2[ui, m].float()
+                u_tok, u_m = u2[urow, tok].float(), u2[urow, m].float()
             else:
                 u_tok, u_m = c_tok, c_m
             l_tok = c_tok + gt * (c_tok - u_tok)
@@ -267,7 +341,7 @@ class OmniVoiceSampler:
         tok = np.asarray(tokens, np.int64)
         c_tok = flat[rows, tok].astype(np.float64)
         c_m = flat[:, m].astype(np.float64)
-        if guided.any():
+        if b.guided:
             u2 = u_logits.reshape(C * Pu, -1)
             u_tok, u_m = u2[urow, tok].astype(np.float64), u2[urow, m].astype(np.float64)
         else:
