@@ -104,17 +104,24 @@ class _Batch:
         self.g_row = self.urow = self.rows = None
 
     def convert(self, host: np.ndarray) -> Any:
-        """A host array as the logits' library holds it on their device (dds takes int64 /
-        int32 for uint64 seeds / uint32 steps bit for bit)."""
+        """A host array as the logits' library holds it on their device (dds takes device
+        int64 / int32 for uint64 seeds / uint32 steps bit for bit; host ones need the unsigned
+        dtype to be read in place)."""
         if not self.torch:
             return host
         import torch
 
+        host = np.ascontiguousarray(host)
+        if self.device.type == "cpu":
+            try:
+                return torch.from_numpy(host)
+            except TypeError:  # torch before 2.3: no uint64 / uint32 (dds converts per call)
+                pass
         if host.dtype == np.uint64:
             host = host.view(np.int64)
         elif host.dtype == np.uint32:
             host = host.view(np.int32)
-        return torch.from_numpy(np.ascontiguousarray(host)).to(self.device)
+        return torch.from_numpy(host).to(self.device)
 
 
 class OmniVoiceSampler:
