@@ -63,8 +63,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_init<dds_sampler_config>(in, dds_sampler_config_init, "dds_sampler_config_init",
                                      offsetof(dds_sampler_config, num_threads));
       break;
-    case 1: check_init<dds_sample_args>(in, dds_sample_args_init, "dds_sample_args_init"); break;
-    case 2: check_init<dds_stash_args>(in, dds_stash_args_init, "dds_stash_args_init"); break;
+    case 1:  // the first version ends before the allowed-token masks
+      check_init<dds_sample_args>(in, dds_sample_args_init, "dds_sample_args_init",
+                                  offsetof(dds_sample_args, allowed_token_masks));
+      break;
+    case 2:
+      check_init<dds_stash_args>(in, dds_stash_args_init, "dds_stash_args_init",
+                                 offsetof(dds_stash_args, allowed_token_masks));
+      break;
     default: {
       // Any int, as a C caller or a binding may pass it (fuzz_status.c: in C that is defined).
       const int32_t s = in.ConsumeIntegral<int32_t>();

@@ -286,7 +286,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if ((have & 8) && bad_T(A_temps.at(r))) debug_bad = true;
       if ((have & 2) && (A_slots.at(r) < 0 || A_slots.at(r) >= num_slots)) debug_bad = true;
       if (has_ntids && (A_ntids.at(r) < 0 || A_ntids.at(r) > num_top)) debug_bad = true;
+      if ((have & 32) && num_top > 0) {  // input ids outside [0, V) (DDS_REQ_BAD_TOKEN_ID)
+        const int32_t k = has_ntids ? std::max(0, std::min(A_ntids.at(r), num_top)) : num_top;
+        for (int32_t e = 0; e < k; ++e) {
+          const int32_t t = A_tids.at((size_t)r * num_top + e);
+          if (t < 0 || t >= V) debug_bad = true;
+        }
+      }
     }
+  if (oracle == MUST_OK && num_rows >= 1 && (have & 16))
+    for (int32_t i = 0; i < num_rows; ++i)
+      if (A_comm.at(i) < 0 || A_comm.at(i) >= V) debug_bad = true;
 
   const dds_status st =
       dds_stash_logprobs(sampler_null ? nullptr : sg.s, args_null ? nullptr : &a, nullptr);
@@ -311,7 +321,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(untouched(), "%s returned but an output was written", dds_status_string(st));
     if (oracle == MUST_OK) {
       FUZZ_CHECK(debug && debug_bad, "a valid call failed with %s", dds_status_string(st));
-      FUZZ_CHECK(st == DDS_ERR_INVALID_VALUE && std::strstr(dds_last_error(), "request"),
+      // The message names the request, or the row of a committed token.
+      FUZZ_CHECK(st == DDS_ERR_INVALID_VALUE && (std::strstr(dds_last_error(), "request") ||
+                                                 std::strstr(dds_last_error(), "committed_tokens")),
                  "debug mode: %s", dds_status_string(st));
     }
     return 0;
@@ -337,8 +349,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       ro[r] = r;
     }
   }
-  FUZZ_CHECK(ro[0] == 0 && ro[num_req] == num_rows, "accepted row_offsets");
-  for (int32_t r = 0; r < num_req; ++r) FUZZ_CHECK(ro[r] <= ro[r + 1], "accepted decreasing offsets");
+  bool offs_valid = ro[0] == 0 && ro[num_req] == num_rows;
+  for (int32_t r = 0; r < num_req; ++r) offs_valid = offs_valid && ro[r] <= ro[r + 1];
+  if (!offs_valid) {
+    // Device-resident offsets are not host errors (docs/sampling.md §1): outside debug mode the
+    // call succeeds and flags at least one request DDS_REQ_BAD_ROW_OFFSETS; ASan checks bounds.
+    FUZZ_CHECK(!debug, "debug mode accepted invalid row_offsets");
+    if (want[3])  // every kept request whose own offsets break the rule is flagged
+      for (int32_t r = 0; r < num_req; ++r) {
+        const int32_t b = ro[r], e = ro[r + 1];
+        const bool good = b >= 0 && b <= e && e <= num_rows && (r != 0 || b == 0) &&
+                          (r != num_req - 1 || e == num_rows);
+        const bool kept = !(have & 1) || A_keep.at(r) != 0;
+        if (kept && !good)
+          FUZZ_CHECK(o_status.i32(r) & DDS_REQ_BAD_ROW_OFFSETS, "request %d: bad offsets %d..%d not flagged", r, b, e);
+      }
+    return 0;
+  }
 
   const int32_t n = num_top;
   std::vector<char> written(out_elems, 0);
@@ -356,6 +383,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (kept && (slot < 0 || slot >= num_slots)) flags = DDS_REQ_BAD_SLOT;
     float T = (have & 8) ? A_temps.at(r) : a.temperature;
     if (kept && !flags && bad_T(T)) flags |= DDS_REQ_BAD_TEMPERATURE;
+    if (kept && !(flags & DDS_REQ_BAD_SLOT)) {  // input ids (docs/sampling.md §1)
+      if (have & 32) {
+        int32_t nid = (have & 64) ? A_ntids.at(r) : num_top;
+        if (nid < 0 || nid > num_top) flags |= DDS_REQ_BAD_NUM_TOKEN_IDS;
+        nid = std::max(0, std::min(nid, num_top));
+        for (int32_t e = 0; e < nid; ++e) {
+          const int32_t t = A_tids.at((size_t)r * num_top + e);
+          if (t < 0 || t >= V) flags |= DDS_REQ_BAD_TOKEN_ID;
+        }
+      }
+      if (have & 16) {
+        int32_t cnt = (have & 4) ? A_nvalid.at(r) : nr;
+        cnt = std::max(0, std::min(std::min(cnt, nr), rows_per_slot));
+        for (int32_t i = ro[r]; i < ro[r] + cnt; ++i)
+          if (A_comm.at(i) < 0 || A_comm.at(i) >= V) flags |= DDS_REQ_BAD_TOKEN_ID;
+      }
+    }
     if (want[3]) FUZZ_CHECK(o_status.i32(r) == flags, "request %d: status 0x%x, expected 0x%x", r, o_status.i32(r), flags);
     if (!kept || (flags & DDS_REQ_BAD_SLOT)) continue;
     if (bad_T(T) || T == 0.f) T = 1.f;
