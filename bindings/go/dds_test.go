@@ -892,7 +892,6 @@ func TestBadArguments(t *testing.T) {
 		{func(a *dds.SampleArgs) { a.TopK = -1 }, dds.ErrInvalidArgument, "top_k"},
 		{func(a *dds.SampleArgs) { a.Stats = 7 }, dds.ErrInvalidArgument, "stats"},
 		{func(a *dds.SampleArgs) { a.Tokens = nil }, dds.ErrNullPointer, "no output"},
-		{func(a *dds.SampleArgs) { a.RowOffsets = []int32{0, 1} }, dds.ErrInvalidArgument, "row_offsets"},
 		{func(a *dds.SampleArgs) { a.NumRequests = 3 }, dds.ErrCapacity, "max_requests"},
 		{func(a *dds.SampleArgs) { a.UncondRowOffsets = []int32{0, 0} }, dds.ErrInvalidArgument, "uncond_logits is NULL"},
 		{func(a *dds.SampleArgs) { a.Probs = make([]float32, 2*v); a.ProbsRowStride = 2 }, dds.ErrInvalidArgument, "probs_row_stride"},
@@ -912,6 +911,17 @@ func TestBadArguments(t *testing.T) {
 		c.edit(&a)
 		wantErr(t, s.Sample(&a), c.code, c.substr)
 		_ = i
+	}
+	// Offsets are per-request values, not host errors (docs/sampling.md §1): a request whose
+	// offsets break the rule owns no rows and is flagged.
+	ro := good()
+	ro.RowOffsets = []int32{0, 1}
+	ro.RequestStatus = []int32{0}
+	if err := s.Sample(&ro); err != nil {
+		t.Fatalf("row_offsets {0, 1} for 2 rows: %v", err)
+	}
+	if ro.RequestStatus[0]&dds.ReqBadRowOffsets == 0 {
+		t.Errorf("row_offsets {0, 1} for 2 rows: status %d, want ReqBadRowOffsets", ro.RequestStatus[0])
 	}
 	wantErr(t, s.Sample(nil), dds.ErrNullPointer, "args is nil")
 

@@ -543,8 +543,9 @@ fn stash_top_n_ranks_slots_and_keep() {
             assert_eq!((ids[at(slot, j, k)], lps[at(slot, j, k)], ranks[at(slot, j, k)]), (-7, 12345.0, -9));
         }
     }
-    // request_status is zeroed for every request, kept or not.
-    assert_eq!(st, [0, 0, 0]);
+    // request_status is written for every request, kept or not: request 0's committed token -1 is
+    // outside [0, V) (DDS_REQ_BAD_TOKEN_ID), the others are good.
+    assert_eq!(st, [request_status::BAD_TOKEN_ID, 0, 0]);
 
     // Tempered-logits mode writes l / T.
     let mut vals = vec![0f32; 2 * e];

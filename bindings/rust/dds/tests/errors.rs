@@ -63,16 +63,27 @@ fn library_checks_name_the_argument() {
         ErrorCode::Capacity,
         "max_rows",
     );
-    expect_err(
-        s.sample(SampleArgs::new(Logits::f32(&logits), 3).row_offsets(&[0, 2, 1, 3]).tokens(&mut tok)),
-        ErrorCode::InvalidArgument,
-        "row_offsets",
-    );
-    expect_err(
-        s.sample(SampleArgs::new(Logits::f32(&logits), 3).row_offsets(&[0, 1, 2]).tokens(&mut tok)),
-        ErrorCode::InvalidArgument,
-        "row_offsets",
-    );
+    // Offsets are per-request values, not host errors (docs/sampling.md §1): request 1's reversed
+    // range owns no rows and is flagged.
+    let mut rst = vec![0i32; 3];
+    s.sample(
+        SampleArgs::new(Logits::f32(&logits), 3)
+            .row_offsets(&[0, 2, 1, 3])
+            .tokens(&mut tok)
+            .request_status(&mut rst),
+    )
+    .unwrap();
+    assert_eq!(rst[1] & dds::request_status::BAD_ROW_OFFSETS, dds::request_status::BAD_ROW_OFFSETS, "{:?}", rst);
+    // The last offset must be num_rows: request 1 (rows 1..2 of 3) is flagged.
+    let mut rst = vec![0i32; 2];
+    s.sample(
+        SampleArgs::new(Logits::f32(&logits), 3)
+            .row_offsets(&[0, 1, 2])
+            .tokens(&mut tok)
+            .request_status(&mut rst),
+    )
+    .unwrap();
+    assert_eq!(rst, [0, dds::request_status::BAD_ROW_OFFSETS]);
     expect_err(
         s.sample(SampleArgs::new(Logits::f32(&logits), 2).temperature(-1.0).tokens(&mut tok)),
         ErrorCode::InvalidArgument,
