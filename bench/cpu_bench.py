@@ -51,12 +51,37 @@ def run_numpy():
               f"(fastest {times[0] * 1e9 / n:7.2f})", flush=True)
 
 
+def cpu_line():
+    """The CPU's model and the lane path the CPU backend picks on it (src/cpu_vec.cpp chooses
+    AVX-512 when the CPU has avx512f, else AVX2 + FMA, else scalar)."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    if "avx512f" in flags:
+        isa = "AVX-512"
+    elif "avx2" in flags and "fma" in flags:
+        isa = "AVX2 + FMA"
+    else:
+        isa = "scalar"
+    return f"cpu {model}, {os.cpu_count()} hardware threads, lanes {isa}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/dds_cpu_bench", help="the dds_cpu_bench binary")
     ap.add_argument("--threads", nargs="*", default=["1", "2"], help="thread counts for dds")
     args = ap.parse_args()
     # Other work on the machine moves every figure: the load average is printed beside them.
+    print(cpu_line(), flush=True)
     print("load average %.1f %.1f %.1f" % os.getloadavg(), flush=True)
     rc = subprocess.call([args.bin] + list(args.threads))
     if rc != 0:

@@ -40,4 +40,20 @@ bool softmax_probs_isa(VecIsa isa, const float* w, int32_t V, float M, double lo
 }  // namespace cpu
 }  // namespace dds
 
+// Lane code compiled once per ISA (cpu_vec.cpp, cpu_rng_batch.cpp): every function declared
+// between DDS_TARGET_BEGIN("isa") and DDS_TARGET_END, templates and their instantiations
+// included, is compiled for that ISA, so a path's functions inline into one another and pass
+// vectors between them at every optimisation level.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DDS_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define DDS_TARGET_BEGIN(isa) \
+  DDS_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define DDS_TARGET_END DDS_PRAGMA(clang attribute pop)
+#else
+#define DDS_TARGET_BEGIN(isa) DDS_PRAGMA(GCC push_options) DDS_PRAGMA(GCC target(isa))
+#define DDS_TARGET_END DDS_PRAGMA(GCC pop_options)
+#endif
+#endif
+
 #endif  // DDS_SRC_CPU_VEC_H_
