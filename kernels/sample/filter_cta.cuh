@@ -112,6 +112,38 @@ struct CandSrc {
   }
 };
 
+// One radix pass's decision, by one warp (lanes 0-31) over the pass's histogram in sm.cnt / mlo /
+// mhi (nbins bins): the bin where the count (mode 0: reaching `need`) or the fixed-point mass
+// (mode 1: reaching `target`; frac0 >= 0: target = frac0 x the histogram's whole mass, set here)
+// accumulated from the top, on top of above_cnt / above_mass, is first reached. Results in sm:
+// sel_key (the bin), sel_above_cnt / sel_above_mass (above it), sel_eq_cnt / sel_eq_mass (in it),
+// sel_target. radix_select's passes and the split fallback's first digit (split_filter.cuh, over
+// the row's histogram summed by several CTAs) decide with it.
+template <class Sm>
+__device__ __forceinline__ void radix_pick(Sm& sm, int nbins, int mode, long long need, double& target,
+                                           double frac0, long long above_cnt,
+                                           unsigned long long above_mass) {
+  const int lane = threadIdx.x & 31;
+  // Lane L scans its `per` bins in descending order, starting at top - L*per.
+  const int per = nbins / 32;
+  const int hi = nbins - 1 - lane * per;
+  const BinPrefix bp = bin_prefix(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, lane);
+  if (mode == 1 && frac0 >= 0.0)
+    target = frac0 * (double)__shfl_sync(0xffffffffu, bp.pm, 31);  // every column is in
+  const int srcl = goal_lane(bp, mode, above_cnt, need, above_mass, target);
+  if (lane == srcl) {
+    long long c = above_cnt + (bp.pc - bp.lc);
+    unsigned long long m = above_mass + (bp.pm - bp.lm);
+    const int chosen = goal_bin(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, bp.last_ne, need, target, c, m);
+    sm.sel_key = (uint32_t)chosen;
+    sm.sel_above_cnt = (int)c;
+    sm.sel_above_mass = m;
+    sm.sel_eq_cnt = (int)sm.cnt[chosen];
+    sm.sel_eq_mass = mode == 1 ? mass_at(sm.mlo, sm.mhi, chosen) : 0ull;
+    sm.sel_target = target;
+  }
+}
+
 // CTA-wide radix select: among the columns for which f(t, l, &key) returns true, finds the key
 // K at which the count (mode 0: reaching `need`) or the fixed-point mass mf(key) (mode 1:
 // reaching `target`; frac >= 0: target = frac x the mass of every such column, computed in the
@@ -157,27 +189,8 @@ __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long
       if (mode == 1) mass_add(sm.mlo, sm.mhi, bin, mf(key));
     });
     __syncthreads();
-    if (tid < 32) {
-      // Lane L scans its `per` bins in descending order, starting at top - L*per.
-      const int nbins = (int)wmask + 1;
-      const int per = nbins / 32;
-      const int hi = nbins - 1 - tid * per;
-      const BinPrefix bp = bin_prefix(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, tid);
-      if (mode == 1 && pass == 0 && frac >= 0.0)
-        target = frac * (double)__shfl_sync(0xffffffffu, bp.pm, 31);  // every column is in
-      const int srcl = goal_lane(bp, mode, above_cnt, need, above_mass, target);
-      if (tid == srcl) {
-        long long c = above_cnt + (bp.pc - bp.lc);
-        unsigned long long m = above_mass + (bp.pm - bp.lm);
-        const int chosen = goal_bin(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, bp.last_ne, need, target, c, m);
-        sm.sel_key = (uint32_t)chosen;
-        sm.sel_above_cnt = (int)c;
-        sm.sel_above_mass = m;
-        sm.sel_eq_cnt = (int)sm.cnt[chosen];
-        sm.sel_eq_mass = mode == 1 ? mass_at(sm.mlo, sm.mhi, chosen) : 0ull;
-        sm.sel_target = target;
-      }
-    }
+    if (tid < 32)
+      radix_pick(sm, (int)wmask + 1, mode, need, target, pass == 0 ? frac : -1.0, above_cnt, above_mass);
     __syncthreads();
     prefix |= sm.sel_key << sh;
     pmask |= wmask << sh;
@@ -247,29 +260,91 @@ __device__ __forceinline__ void team_argmax(const FilterTeam& t, double& bv, int
   __syncthreads();
 }
 
-template <int DT>
-__device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
-  FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
-  float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
+// The request of a fallback row. Device row_offsets that are not monotone can map a row outside
+// its request's range: such a row is never guided, so no uncond row outside [0, uncond_num_rows)
+// is ever read.
+__device__ __forceinline__ Req filter_req(const SampleParams& P, int row) {
   Req q = row_req(P, row);
-  // Device row_offsets that are not monotone can map a row outside its request's range: such a
-  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
-  if (!is_filtered(q, P.V)) return;
-  constexpr int VEC = Elt<DT>::VEC;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int V = P.V;
-  const int i = row - q.row_begin;
+  return q;
+}
+// The row's l values, read from the logits (RowSrc without the shared-memory row).
+template <int DT>
+__device__ __forceinline__ RowSrc<DT> filter_src(const SampleParams& P, const Req& q, int row) {
   using T = typename Elt<DT>::T;
   RowSrc<DT> src;
   src.crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
-  src.urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + i) * P.uncond_stride : nullptr;
+  src.urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + (row - q.row_begin)) * P.uncond_stride
+                      : nullptr;
   src.srow = nullptr;
   src.guided = q.guided;
   src.vec = P.vec_ok != 0;
   src.g = q.g;
   src.ban = ban_of(P, q);
-  src.V = V;
+  src.V = P.V;
+  return src;
+}
+// The fallback rows that the split fallback (split_filter.cuh) starts: top-p without top-k on
+// rows re-read from the logits, with processed statistics (sums in fixed point only).
+__device__ __forceinline__ bool split_filter_ok(const SampleParams& P, const Req& q) {
+  return P.split_filter && !P.direct_filter && !P.smem_row && !P.stats_guided && P.V > kSmemRowMax &&
+         is_filtered(q, P.V) && (q.k <= 0 || q.k >= P.V) && q.p > 0.f && q.p < 1.f;
+}
+
+constexpr double kFix = 1099511627776.0;  // 2^40: filter_kernel's kept sums in fixed point
+constexpr float kLog2e = 1.4426950408889634f;
+// The fixed-point top-p mass of key kk (radix_select's mode-1 masses), md: the row's maximum a.
+__device__ __forceinline__ unsigned long long topp_mass(uint32_t kk, double md) {
+  return __double2ull_rn(exp((double)fkey_inv(kk) - md) * kMassScale);
+}
+// A kept column's terms of filter_kernel's fixed-point sums: returns exp(a - m) x 2^40, adds
+// exp(a - m) (a - m) x 2^40 to ef.
+__device__ __forceinline__ unsigned long long fix_terms(float a, float m, long long& ef) {
+  const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
+  const float x = ex2(d2);
+  ef += __double2ll_rn((double)(x * d2) * (0.6931471805599453 * kFix));
+  return __double2ull_rn((double)x * kFix);
+}
+// The boundary pass of a wide top-p nucleus on one thread's VEC columns at base, once the first
+// digit bd is known: of the columns inside (inside(c, l, &key)), those above bd that min-p keeps
+// (a >= amin) add their terms (returned: the mass; ef, nk), those of digit bd go to list(e).
+template <int VEC, class In, class L>
+__device__ __forceinline__ unsigned long long boundary_terms(const float (&lv)[VEC], int base, uint32_t bd,
+                                                             float amin, float m, const In& inside,
+                                                             long long& ef, int& nk, const L& list) {
+  unsigned long long cs = 0;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    uint32_t kk;
+    if (!inside(base + e, lv[e], kk)) continue;
+    const uint32_t dg = kk >> 21;
+    if (dg > bd) {
+      const float a = fkey_inv(kk);
+      if (a >= amin) {
+        cs += fix_terms(a, m, ef);
+        ++nk;
+      }
+    } else if (dg == bd) {
+      list(e);
+    }
+  }
+  return cs;
+}
+
+template <int DT>
+__device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
+  FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
+  float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
+  const Req q = filter_req(P, row);
+  if (!is_filtered(q, P.V)) return;
+  constexpr int VEC = Elt<DT>::VEC;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int V = P.V;
+  const int i = row - q.row_begin;
+  RowSrc<DT> src = filter_src<DT>(P, q, row);
+  // The split fallback took the row (its first digit, the sums above it and its list are done).
+  const SplitFiltRow* sfr =
+      split_filter_ok(P, q) && __ldcg(&P.sf_rows[row].ok) != 0 ? P.sf_rows + row : nullptr;
 
   // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row. A row the
   // candidates' finish sent here (its block records intact) without top-k and not held in shared
@@ -409,9 +484,9 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     __syncthreads();
   }
   const int nb = P.nblocks;
-  unsigned long long* bsum = reinterpret_cast<unsigned long long*>(P.recs + (long long)row * nb);  // [nb][4]
-  constexpr double kFix = 1099511627776.0;  // 2^40
-  constexpr float kLog2e = 1.4426950408889634f;
+  // Kept sums per block, fixed point: the row's kmass (the candidates' finish writes it only for
+  // the rows it settles; the split fallback's boundary pass writes there for this kernel).
+  unsigned long long* const bsum = P.kmass + (long long)row * nb;
   // Kept sums gathered during the selection (the boundary pass of wide top-p nuclei, below):
   // this thread's fixed-point parts, added to the list's in the final sums.
   bool pre_sums = false;
@@ -456,9 +531,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
         cid = c2;
       } else {
         // Z1 over the current prefix (fixed point) is the first pass's total: target = p Z1.
-        auto mass_of = [&](uint32_t kk) {
-          return __double2ull_rn(exp((double)fkey_inv(kk) - md) * kMassScale);
-        };
+        auto mass_of = [&](uint32_t kk) { return topp_mass(kk, md); };
         auto in_prefix = [&](int c, float l, uint32_t& key) {
           if (l == neg_inf()) return false;
           const uint32_t kk = fkey(row::temper(l, invT));
@@ -472,12 +545,26 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
           // digit fit the shared list, one more pass over the row lists them, and the other
           // digits, the tie cut and the kept sums run on the list (3 reads of the row instead of
           // 5 where the nucleus is not a large share of the row).
-          radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p, 0, 1);
+          if (sfr) {  // the first digit's state, as radix_select leaves it after its first pass
+            if (tid == 0) {
+              const uint32_t d = __ldcg(&sfr->bd);
+              sm.sel_key = d;
+              sm.sel_eq_cnt = __ldcg(&sfr->eqn);
+              sm.sel_above_cnt = __ldcg(&sfr->above_cnt);
+              sm.sel_above_mass = __ldcg(&sfr->above_mass);
+              sm.sel_target = __ldcg(&sfr->target);
+              sm.sel_prefix = d << 21;
+              sm.sel_pmask = 0x7ffu << 21;
+            }
+            __syncthreads();
+          } else {
+            radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p, 0, 1);
+          }
           const uint32_t bd = sm.sel_key;  // the boundary digit (key bits 31..21)
           const int eqn = sm.sel_eq_cnt;   // columns in it
           const long long upto = (long long)sm.sel_above_cnt + eqn;
           __syncthreads();
-          if (upto <= kCandCap) {
+          if (upto <= kCandCap && !sfr) {
             if (tid == 0) sm.ncand = 0;
             __syncthreads();
             S.for_each([&](int c, float l) {
@@ -491,9 +578,20 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
             });
             __syncthreads();
             listed = true;
-            cand = true;
             csrc.n = min(sm.ncand, kCandCap);
-            radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          } else if (sfr) {
+            // The split fallback's list of the digit's columns (global memory) and its sums of
+            // the columns above the digit, as this kernel's boundary pass below leaves them.
+            const int* lid = P.sf_list + (long long)row * 2 * kBigListCap;
+            csrc = CandSrc{lid, reinterpret_cast<const float*>(lid + kBigListCap),
+                           min((int)__ldcg(&sfr->nlist), kBigListCap)};
+            if (tid == 0) {
+              pre_zf = __ldcg(&sfr->zf);
+              pre_ef = __ldcg(&sfr->ef);
+              pre_nk = __ldcg(&sfr->nk);
+            }
+            listed = true;
+            pre_sums = true;
           } else if (!P.stats_guided &&
                      eqn <= (P.smem_row ? kCandCap : kBigListCap)) {
             // A wide nucleus: one pass over the row adds the columns above the boundary digit
@@ -503,7 +601,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
             int* lid = P.smem_row ? sm.cand_id : reinterpret_cast<int*>(smem_raw + sizeof(FilterSmem));
             float* ll = P.smem_row ? sm.cand_l : reinterpret_cast<float*>(lid + kBigListCap);
             const int lcap = P.smem_row ? kCandCap : kBigListCap;
-            for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
+            for (int b = tid; b < nb; b += blockDim.x) bsum[b] = 0ull;
             if (tid == 0) sm.ncand = 0;
             __syncthreads();
             constexpr int kCh = 32 * VEC;
@@ -518,45 +616,32 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
                 const int base = b0 + k * step;
                 const int chunk0 = base - lane * VEC;  // warp-uniform, inside one 1024-block
                 if (chunk0 >= Vr) break;
-                unsigned long long cs = 0;
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) {
-                  uint32_t kk;
-                  if (!in_prefix(base + e, lv[k][e], kk)) continue;
-                  const uint32_t dg = kk >> 21;
-                  if (dg > bd) {
-                    const float a = fkey_inv(kk);
-                    if (a >= amin) {
-                      const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
-                      const float x = ex2(d2);
-                      cs += __double2ull_rn((double)x * kFix);
-                      pre_ef += __double2ll_rn((double)(x * d2) * (0.6931471805599453 * kFix));
-                      ++pre_nk;
-                    }
-                  } else if (dg == bd) {
-                    const int j = atomicAdd(&sm.ncand, 1);
-                    if (j < lcap) {
-                      lid[j] = base + e;
-                      ll[j] = lv[k][e];
-                    }
-                  }
-                }
+                unsigned long long cs =
+                    boundary_terms(lv[k], base, bd, amin, m, in_prefix, pre_ef, pre_nk, [&](int e) {
+                      const int j = atomicAdd(&sm.ncand, 1);
+                      if (j < lcap) {
+                        lid[j] = base + e;
+                        ll[j] = lv[k][e];
+                      }
+                    });
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
                 if (lane == 0 && cs) {
-                  atomicAdd(&bsum[(chunk0 >> 10) * 4], cs);
+                  atomicAdd(&bsum[chunk0 >> 10], cs);
                   pre_zf += cs;
                 }
               }
             }
             __syncthreads();
             listed = true;
-            cand = true;
             pre_sums = true;
             csrc = CandSrc{lid, ll, min(sm.ncand, lcap)};
-            radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
           } else {
             radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
+          }
+          if (listed) {  // the other digits on the list
+            cand = true;
+            radix_select(sm, csrc, 1, 0, 0.0, in_prefix, mass_of, -1.0, 1, 3);
           }
         } else {
           radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p);
@@ -600,7 +685,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     // Sums over the kept set from the candidate list, in 64-bit fixed point (order-independent),
     // added to those of the boundary pass (pre_sums: the columns above the list's digit).
     if (!pre_sums) {
-      for (int b = tid; b < nb; b += blockDim.x) bsum[b * 4] = 0ull;
+      for (int b = tid; b < nb; b += blockDim.x) bsum[b] = 0ull;
       __syncthreads();
     }
     unsigned long long zf = pre_zf;
@@ -610,15 +695,15 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       const int c = csrc.id[j];
       const float a = row::temper(csrc.l[j], invT);
       if (!in_k(c, a)) continue;
-      const float d2 = fmaxf((a - m) * kLog2e, -1000.f);
-      const float x = ex2(d2);
-      const unsigned long long ux = __double2ull_rn((double)x * kFix);
-      atomicAdd(&bsum[(c >> 10) * 4], ux);
+      const unsigned long long ux = fix_terms(a, m, ef);
+      atomicAdd(&bsum[c >> 10], ux);
       zf += ux;
-      ef += __double2ll_rn((double)(x * d2) * (0.6931471805599453 * kFix));
       ++nk;
     }
-    Z = (double)zf / kFix;
+    // integers: the same sums whichever threads (or CTAs) added the terms
+    zf = cta_sum_u64(zf, sm.red64);
+    ef = (long long)cta_sum_u64((unsigned long long)ef, sm.red64);
+    Z = (double)zf / kFix;  // (every thread: the totals)
     E = (double)ef / kFix;
   } else {
     const int step = blockDim.x * VEC;
@@ -664,8 +749,10 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     }
   }
   nk = warp_sumi(nk);
-  Z = warp_sumd(Z);
-  E = warp_sumd(E);
+  if (!cand_sums) {
+    Z = warp_sumd(Z);
+    E = warp_sumd(E);
+  }
   Zl = warp_sumd(Zl);
   El = warp_sumd(El);
   if (lane == 0) {
@@ -695,8 +782,10 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     }
   }
   __syncthreads();
-  Z = sm.resd[0];
-  E = sm.resd[1];
+  if (!cand_sums) {
+    Z = sm.resd[0];
+    E = sm.resd[1];
+  }
   Zl = sm.resd[2];
   El = sm.resd[3];
   const int nkept = sm.resn;
@@ -709,7 +798,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   for (int b = tid; b < nb; b += blockDim.x) {
     float s = 0.f;
     if (cand_sums) {
-      s = (float)((double)__ldcg(&bsum[b * 4]) / kFix);
+      s = (float)((double)__ldcg(&bsum[b]) / kFix);
     } else {
       for (int sl = 0; sl < kSlots; ++sl)
         if (b * kSlots + sl < nchunks) s += part[b * 8 + sl];
@@ -722,7 +811,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   // Token within the block (team_token): thread tid walks column wb * 1024 + tid.
   const int c = wb * kB + tid;
   float lt_unused;
-  const int token_sel = team_token(FilterTeam{&sm}, q, pos, [&](auto f) {
+  const int token_sel = team_token(FilterTeam{&sm}, q, pos, [&](auto f, auto) {
     if (wb != INT_MAX && c < V && tid < kB) f(c, src.l(c));
   }, in_k, [&](float l) { return row::temper(l, invT); }, &lt_unused);
   if (tid == 0) {

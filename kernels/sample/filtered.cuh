@@ -54,19 +54,32 @@ __device__ __forceinline__ void filtered_outputs(const SampleParams& P, const Re
   P.rowinfo[row] = ri;
 }
 
-template <int DT>
-__device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q, int row, int lane,
-                                             unsigned* hist, unsigned long long* hm) {
+// Step 1 and 1b of the candidates' finish, from a row's block records alone, by one warp in a
+// fixed lane order (filter_top, then filter_lo; finish_filtered re-reads the maximum's block
+// between the two; every CTA of split_finish_kernel calls both: the same values):
+//  1. the row maximum t (first block, or first column with the pass's top-2 records; runner-up),
+//     U = the largest list bound Ul: every finite column outside the lists has l < Ul, so
+//     a <= Ua; complete: no such column; the min-p threshold amin (a >= amin is kept: m only);
+//  1b. a lower bound lo on the kept values: with top-k, the k-th largest block maximum (k
+//     distinct columns reach it, so every kept value does), rounded down to the 12 high bits of
+//     its key (12 count passes over keys in shared memory, `keys`: nblocks words); with min-p
+//     alone (no top-k or top-p), amin. Candidates below lo cannot be kept and leave S, and blocks
+//     whose maximum is below lo are not read at all: on Gaussian 262144-column rows with top-k
+//     50, S shrinks from ~1400 candidates to ~100 and the blocks read from ~256 to ~60. Every
+//     decision is unchanged: with top-k, |S| >= k before iff after (the k largest of S all reach
+//     lo), and the selection, masses and token only ever look at the kept set, which lies in S.
+// A row without a finite column has t.m1 = -inf and no bounds.
+struct FilterBounds {
+  float Ua, amin, lo;
+  bool complete;
+  bool topk_on;  // top-k is on: 0 < k < V
+};
+// 1: t and Ul.
+__device__ __forceinline__ void filter_top(const SampleParams& P, const BlockRec* recs, int lane, Top2& t,
+                                           float& Ul) {
   const int nb = P.nblocks;
-  const int L = P.cand_cap;
-  const BlockRec* recs = P.recs + (long long)row * nb;
-  int2* cl = P.cand + (long long)row * nb * L;  // the row's lists; S is compacted to its front
-  const float invT = q.invT;
-  // 1. Headers: max / argmax / second of l, U = max tau.
-  // (The block holding the maximum re-read for its first column and runner-up: the row pass
-  // keeps only block maxima.)
-  Top2 t{neg_inf(), INT_MAX, neg_inf()};
-  float Ul = -FLT_MAX;
+  t = Top2{neg_inf(), INT_MAX, neg_inf()};
+  Ul = -FLT_MAX;
   for (int b = lane; b < nb; b += 32) {
     const float m1 = __ldcg(&recs[b].maxl);
     if (m1 == neg_inf()) continue;
@@ -76,47 +89,31 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   }
   t = warp_top2(t);
   Ul = warp_max(Ul);
-  if (t.m1 == neg_inf()) {
-    if (lane == 0) write_empty(P, row);
-    return;
-  }
-  if (!P.pass_top2) {
-    const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
-    t.i1 = tb.i1;
-    t.m2 = fmaxf(t.m2, tb.m2);
-  }
-  const float Ml = t.m1;
-  const int amax = t.i1;
-  const float m = row::temper(Ml, invT);
-  const double md = (double)m;
-  // Every finite column outside the lists has l < Ul, so a <= Ua; complete: no such column.
-  const bool complete = !(Ul > -FLT_MAX);
-  const float Ua = complete ? neg_inf() : row::temper(nextafterf(Ul, neg_inf()), invT);
+}
+// 1 (continued) and 1b from m = row::temper(t.m1, invT) (t.m1 finite: a row with a finite column)
+// and Ul: complete, Ua, amin and lo.
+__device__ __forceinline__ FilterBounds filter_lo(const SampleParams& P, const Req& q, const BlockRec* recs,
+                                                  int lane, unsigned* keys, float m, float Ul) {
+  FilterBounds fb;
+  const int nb = P.nblocks;
+  const float invT = q.invT;
+  fb.complete = !(Ul > -FLT_MAX);
+  fb.Ua = fb.complete ? neg_inf() : row::temper(nextafterf(Ul, neg_inf()), invT);
+  fb.amin = neg_inf();
+  fb.lo = neg_inf();
   const bool topk_on = q.k > 0 && q.k < P.V;
-  // The min-p threshold (a >= amin is kept) depends on m only.
-  float amin = neg_inf();
+  fb.topk_on = topk_on;
   if (q.minp > 0.f) {
     float x = 0.f;
-    if (lane == 0) x = minp_threshold(m, md, q.minp);
-    amin = __shfl_sync(0xffffffffu, x, 0);
+    if (lane == 0) x = minp_threshold(m, (double)m, q.minp);
+    fb.amin = __shfl_sync(0xffffffffu, x, 0);
   }
-
-  // 1b. A lower bound lo on the kept values, from the block records alone: with top-k, the k-th
-  // largest block maximum (k distinct columns reach it, so every kept value does), rounded down
-  // to the 12 high bits of its key (12 count passes over keys in shared memory); with min-p alone
-  // (no top-k or top-p), amin. Candidates below lo cannot be kept and leave S, and blocks whose
-  // maximum is below lo are not read at all: on Gaussian 262144-column rows with top-k 50, S
-  // shrinks from ~1400 candidates to ~100 and the blocks read from ~256 to ~60. Every decision
-  // below is unchanged: with top-k, |S| >= k before iff after (the k largest of S all reach lo),
-  // and the selection, masses and token only ever look at the kept set, which lies in S.
-  float lo = neg_inf();
-  if (topk_on && !complete && nb <= kWBins * 3) {
-    unsigned* keys = hist;  // (free until the half-chunk list below)
+  if (topk_on && !fb.complete && nb <= kWBins * 3) {
     int nfin = 0;
     for (int b = lane; b < nb; b += 32) {
-      const float m1 = __ldcg(&recs[b].maxl);
-      const bool fin = m1 != neg_inf();
-      keys[b] = fin ? fkey(m1) : 0u;
+      const float mb = __ldcg(&recs[b].maxl);
+      const bool fin = mb != neg_inf();
+      keys[b] = fin ? fkey(mb) : 0u;
       nfin += fin ? 1 : 0;
     }
     nfin = warp_sumi(nfin);
@@ -130,12 +127,48 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
         if (warp_sumi(c) >= q.k) pre = cand;
       }
       // (keys of finite values are >= fkey(-FLT_MAX) = 0x00800000; below it: no bound)
-      if (pre >= 0x00800000u) lo = row::temper(fkey_inv(pre), invT);
+      if (pre >= 0x00800000u) fb.lo = row::temper(fkey_inv(pre), invT);
     }
-    __syncwarp();  // every lane has read the keys before the list below overwrites them
+    __syncwarp();  // every lane has read the keys before the caller reuses them
   } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
-    lo = amin;
+    fb.lo = fb.amin;
   }
+  return fb;
+}
+
+template <int DT>
+__device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q, int row, int lane,
+                                             unsigned* hist, unsigned long long* hm) {
+  const int nb = P.nblocks;
+  const int L = P.cand_cap;
+  const BlockRec* recs = P.recs + (long long)row * nb;
+  int2* cl = P.cand + (long long)row * nb * L;  // the row's lists; S is compacted to its front
+  const float invT = q.invT;
+  // 1 and 1b: the bounds from the block records (filter_top, filter_lo).
+  Top2 t;
+  float Ul;
+  filter_top(P, recs, lane, t, Ul);
+  if (t.m1 == neg_inf()) {
+    if (lane == 0) write_empty(P, row);
+    return;
+  }
+  // (The block holding the maximum re-read for its first column and runner-up when the row pass
+  // kept only block maxima.)
+  if (!P.pass_top2) {
+    const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
+    t.i1 = tb.i1;
+    t.m2 = fmaxf(t.m2, tb.m2);
+  }
+  const float Ml = t.m1;
+  const int amax = t.i1;
+  const float m = row::temper(Ml, invT);
+  const double md = (double)m;
+  const FilterBounds fb = filter_lo(P, q, recs, lane, hist, m, Ul);
+  const bool complete = fb.complete;
+  const float Ua = fb.Ua;
+  const bool topk_on = fb.topk_on;
+  const float amin = fb.amin;
+  const float lo = fb.lo;
 
   // 2. Compact S = {candidates with a > Ua and a >= lo} to the front of the row's list area
   // (block order; every write index <= its read index, and a chunk is read before it is written).

@@ -7,6 +7,7 @@
 #include "../common/launch.cuh"
 #include "plan.h"
 #include "probs.cuh"
+#include "split_filter.cuh"
 #include "split_row.cuh"
 
 namespace dds {
@@ -39,7 +40,7 @@ inline int cand_lvl0_for(int V) {
 // The sampling scratch, carved from the sampler's workspace (sized at dds_create from the
 // capacities). counters and the fallback counters are zeroed on the stream when a plan uses them.
 struct SampleWorkspace {
-  size_t counters, fb, recs, rowinfo, cand, kmass, fb_rows, split_cnt, split_s, total;
+  size_t counters, fb, recs, rowinfo, cand, kmass, fb_rows, split_cnt, split_s, sf_rows, sf_list, total;
   static size_t align(size_t x) { return (x + 255) & ~(size_t)255; }
   SampleWorkspace(int max_rows, int V) {
     const size_t rows = (size_t)(max_rows > 0 ? max_rows : 1);
@@ -55,7 +56,11 @@ struct SampleWorkspace {
     const size_t srows = rows < (size_t)kSplitMaxRows ? rows : (size_t)kSplitMaxRows;
     split_cnt = align(fb_rows + rows * sizeof(int));
     split_s = align(split_cnt + srows * sizeof(SplitRowCnt));
-    total = align(split_s + srows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
+    sf_rows = align(split_s + srows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
+    // the split fallback (rows of more than kSmemRowMax columns, at most kSplitMaxRows rows)
+    const size_t sfrows = V > kSmemRowMax ? srows : 0;
+    sf_list = align(sf_rows + sfrows * sizeof(SplitFiltRow));
+    total = align(sf_list + sfrows * 2 * (size_t)kBigListCap * sizeof(int));
   }
   // Points P's scratch fields into the workspace at `base`.
   void bind(SampleParams& P, char* base) const {
@@ -71,6 +76,8 @@ struct SampleWorkspace {
     P.fb_done = reinterpret_cast<unsigned*>(base + fb + sizeof(int));
     P.split_cnt = reinterpret_cast<SplitRowCnt*>(base + split_cnt);
     P.split_s = reinterpret_cast<int2*>(base + split_s);
+    P.sf_rows = reinterpret_cast<SplitFiltRow*>(base + sf_rows);
+    P.sf_list = reinterpret_cast<int*>(base + sf_list);
   }
 };
 
@@ -129,6 +136,9 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
   P.small_cta = plan.small_cta;
   P.small_filter = plan.small_filter;
   P.small_filter_cta = plan.small_filter_cta;
+  P.smem_row = plan.smem_row;  // the rows left to the filter kernel
+  P.split_filter = plan.split_filter;
+  P.sf_ctas = plan.sf_ctas;
   // Counters are zero at rest only within one operation (the workspace is shared with
   // dds_verify_drafts), so a plan that uses them clears them on the stream (memset nodes under
   // graph capture; no host synchronisation).
@@ -137,6 +147,8 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
   if (e == cudaSuccess && plan.zero_fallback) e = cudaMemsetAsync(P.fb_count, 0, 2 * sizeof(int), s);
   if (e == cudaSuccess && plan.split_finish)
     e = cudaMemsetAsync(P.split_cnt, 0, (size_t)P.num_rows * sizeof(SplitRowCnt), s);
+  if (e == cudaSuccess && plan.split_filter)
+    e = cudaMemsetAsync(P.sf_rows, 0, (size_t)P.num_rows * sizeof(SplitFiltRow), s);
   if (e != cudaSuccess) return e;
   if (plan.run_plain) {  // unfiltered rows
     if (plan.small_plain) {
@@ -175,7 +187,11 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
           launch_kernel(s, cand_finish_kernel<DT>, (unsigned)((P.num_rows + plan.cf_wpc - 1) / plan.cf_wpc),
                         plan.cf_wpc * 32, 0, P);
       }
-      P.smem_row = plan.smem_row;  // the rows left to the filter kernel
+      if (plan.split_filter) {  // wide top-p rows of the fallback: the first two stages split
+        const unsigned g = (unsigned)((long long)P.num_rows * plan.sf_ctas);
+        launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
+        launch_kernel(s, split_bound_kernel<DT>, g, kRowWarps * 32, 0, P);
+      }
       launch_kernel(s, filter_kernel<DT>, (unsigned)plan.filter_grid, kFilterThreads,
                     filter_smem_bytes(P.V, plan.smem_row), P);
     }

@@ -59,6 +59,24 @@ struct SplitRowCnt {
   unsigned long long zout;    // fixed-point mass of the candidates outside S
 };
 
+// Per-row scratch of the split fallback (split_filter.cuh: split_hist_kernel, split_bound_kernel),
+// zeroed on the stream before they run; filter_kernel finishes the row from it.
+struct SplitFiltRow {
+  uint32_t cnt[kHistBins];             // the first digit's histogram: counts
+  unsigned long long mass[kHistBins];  //   and fixed-point masses (kMassScale)
+  unsigned done;                       // histogram CTAs done
+  int ok;                              // the split took the row (its last histogram CTA)
+  uint32_t bd;                         // the boundary digit (key bits 31..21)
+  int eqn, above_cnt;                  // columns in it, above it
+  unsigned long long above_mass;       // fixed-point mass above it
+  double target;                       // p x the row's fixed-point mass
+  float Ml;                            // the row maximum of l (the block records)
+  unsigned nlist;                      // the digit's columns listed (boundary pass)
+  unsigned long long zf;               // kept columns above the digit: sums in 2^40 fixed point
+  long long ef;
+  int nk;
+};
+
 struct SampleParams {
   int V, nblocks, num_rows, num_requests;
   const int32_t* row_offsets;
@@ -132,6 +150,12 @@ struct SampleParams {
   // and its candidate set S (nblocks x cand_cap entries).
   SplitRowCnt* split_cnt;
   int2* split_s;
+  // The split fallback (plan.split_filter, rows of V > kSmemRowMax, at most kSplitMaxRows rows):
+  // its CTAs per row, per row its scratch and its list (kBigListCap ids, then their l values).
+  int split_filter;
+  int sf_ctas;
+  SplitFiltRow* sf_rows;
+  int* sf_list;
 };
 
 }  // namespace ksample

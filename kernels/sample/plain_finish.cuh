@@ -72,10 +72,12 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
 //     with explicit fma, then warp_sumd; the CTA computes every block's terms into shared memory,
 //     256 blocks per chunk, and warp 0 adds them in that order), so a row's statistics do not
 //     depend on the team;
-//  3. the block scores: fp32 first (approx_gumbel, __logf: |error| < 1e-4 + 2.5e-7 |score|), the
-//     exact float64 score only for blocks within twice approx_margin of the best (the block the
-//     exact scores pick is always among them; a thread whose second score is that close too
-//     scores all its blocks exactly);
+//  3. the block scores: the warp scores in fp32 first (approx_gumbel, __logf: |error| < 1e-4 +
+//     2.5e-7 |score|), the exact float64 score only for blocks within twice approx_margin of the
+//     best (the block the exact scores pick is always among them; a lane whose second score is
+//     that close too scores all its blocks exactly); the CTA, whose threads hold one block per
+//     chunk, scores every block exactly in the sums' loop (the pre-selection would only add a CTA
+//     reduction and a dependent exact step after the loop; the same winning block);
 //  4. the token in the winning block (team_token) and the outputs (thread 0).
 struct PlainSmem {
   TeamSmem team;
@@ -141,9 +143,12 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
   const int i = row - q.row_begin;
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
   double Za = 0, Ea = 0, Zl = 0, El = 0;
-  // 2 and 3: the sums, and each thread's best two fp32 block scores (blocks ascending).
+  // 2 and 3: the sums, and each thread's best two fp32 block scores (blocks ascending; the CTA:
+  // each thread's best exact block score).
   Best2 bs{neg_inf(), neg_inf()};
   int b1 = -1;
+  double best = 0;
+  int bbest = INT_MAX;
   auto score = [&](int b, float ma) {  // block b's fp32 score, ma its a-maximum
     if (ma == neg_inf()) return;
     const float sa = __ldcg(&recs[b].sa);
@@ -167,8 +172,10 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
         if (m1 != neg_inf()) {
           if (need_a) {
             const float ma = row::temper(m1, q.invT);
-            wa = terms(ma, Ma, __ldcg(&recs[b].sa), __ldcg(&recs[b].ea), sm->sa, sm->ia);
-            score(b, ma);
+            const float sa = __ldcg(&recs[b].sa);
+            wa = terms(ma, Ma, sa, __ldcg(&recs[b].ea), sm->sa, sm->ia);
+            argmax_merge(best, bbest,
+                         ((double)ma + log((double)sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock), b);
           }
           if (sg) wl = terms(m1, Ml, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), sm->sl, sm->il);
         }
@@ -233,23 +240,23 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
   int token = amax;  // greedy: the argmax, whose l is Ml
   float lt = Ml;
   if (need_a) {
-    // 3. The winning block.
-    double best = 0;
-    int bbest = INT_MAX;
-    auto exact_score = [&](int b, float ma) {
-      const double sa = (double)__ldcg(&recs[b].sa);
-      return ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
-    };
-    const float s1 = bs.s1, s2 = bs.s2;
-    const float bf = team_max(team, s1);
-    const float thr = bf - 2.f * approx_margin(bf);
-    const bool all_exact = s2 != neg_inf() && !(s2 < thr);  // (thr NaN: every block)
-    if (b1 >= 0 && !all_exact) {
-      if (!(s1 < thr)) argmax_merge(best, bbest, exact_score(b1, row::temper(__ldcg(&recs[b1].maxl), q.invT)), b1);
-    } else if (b1 >= 0) {
-      for (int b = tid; b < nb; b += NT) {
-        const float m1 = __ldcg(&recs[b].maxl);
-        if (m1 != neg_inf()) argmax_merge(best, bbest, exact_score(b, row::temper(m1, q.invT)), b);
+    // 3. The winning block (the CTA's exact scores: above).
+    if constexpr (!Team::kCta) {
+      auto exact_score = [&](int b, float ma) {
+        const double sa = (double)__ldcg(&recs[b].sa);
+        return ((double)ma + log(sa)) + gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+      };
+      const float s1 = bs.s1, s2 = bs.s2;
+      const float bf = team_max(team, s1);
+      const float thr = bf - 2.f * approx_margin(bf);
+      const bool all_exact = s2 != neg_inf() && !(s2 < thr);  // (thr NaN: every block)
+      if (b1 >= 0 && !all_exact) {
+        if (!(s1 < thr)) argmax_merge(best, bbest, exact_score(b1, row::temper(__ldcg(&recs[b1].maxl), q.invT)), b1);
+      } else if (b1 >= 0) {
+        for (int b = tid; b < nb; b += NT) {
+          const float m1 = __ldcg(&recs[b].maxl);
+          if (m1 != neg_inf()) argmax_merge(best, bbest, exact_score(b, row::temper(m1, q.invT)), b);
+        }
       }
     }
     team_argmax(team, best, bbest);
@@ -267,7 +274,7 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
       load_block_l<DT, true>(P, q, row, bbest, lane, lv);
     }
     auto col_at = [&](int k) { return Team::kCta ? bbest * kB + tid + k * NT : col_of<DT>(bbest, lane, k); };
-    token = team_token(team, q, pos, [&](auto f) {
+    token = team_token(team, q, pos, [&](auto f, auto) {
 #pragma unroll 4
       for (int k = 0; k < PER; ++k) f(col_at(k), lv[k]);
     }, [](int, float) { return true; }, [&](float l) { return row::temper(l, q.invT); }, &lt);

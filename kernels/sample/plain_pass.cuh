@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
     for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
     M = warp_max_nan(m1);
     if (M != M || M == -neg_inf()) {
-      // (sanitize_fast in place is exactly what load_block_l<DT, true> would have produced)
+      // (row::sanitize in place is exactly what load_block_l<DT, true> would have produced)
       m1 = neg_inf();
 #pragma unroll
       for (int e = 0; e < 32; ++e) {

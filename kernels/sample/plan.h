@@ -22,6 +22,8 @@ constexpr int kFilteredBpwMax = 4;  // row_pass_kernel, 16-bit logits: blocks pe
 constexpr int kDefaultSms = 132;    // the H200's SM count: used when the device's is unknown
 constexpr int kSplitBlocks = 8;     // split_finish_kernel: blocks (lists) per CTA, a warp each
 constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S buffers' capacity)
+                                    // (and the split fallback's: its lists' capacity)
+constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA
 
 // What the plan depends on: the call's host-visible shape and the device.
 struct SampleShape {
@@ -54,6 +56,9 @@ struct SamplePlan {
   bool zero_fallback = false;     // the fallback list's counters zeroed first
   bool split_finish = false;      // split_finish_kernel (several CTAs per row) for cand_finish
   int split_ctas = 1;             //   its CTAs per row (from V only)
+  bool split_filter = false;      // wide top-p rows left to filter_kernel: histogram and boundary
+                                  // pass over several CTAs per row first (split_filter.cuh)
+  int sf_ctas = 1;                //   their CTAs per row (from V only)
   // Tests only: small_plain_kernel scores every column of the winning block exactly.
   bool small_exact_all = false;
   // Derived launch shapes.
@@ -65,7 +70,7 @@ struct SamplePlan {
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
       fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
-      split = -1;
+      split = -1, splitfilter = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -123,6 +128,13 @@ inline bool small_filter_cta_default(int num_rows, int num_sms) { return num_row
 // measured between 8 and 4096 rows.
 inline bool split_finish_default(int num_rows, int num_sms) { return num_rows < 2 * num_sms; }
 constexpr int split_ctas_for(int nblocks) { return (nblocks + kSplitBlocks - 1) / kSplitBlocks; }
+// The split fallback (split_hist_kernel, split_bound_kernel, kSplitFiltCols columns per CTA) for
+// the fallback rows of V > kSmemRowMax, under the same rule as the split finish (rows leaving SMs
+// idle): filter_kernel's outputs are the same bits with or without it (split_filter.cuh), so the
+// choice may follow the row count; the split depends on V only. Its time on the H200 is yet to
+// be measured (bench: dds_bench, 8 rows, flat top-p).
+inline bool split_filter_default(int num_rows, int num_sms) { return split_finish_default(num_rows, num_sms); }
+constexpr int split_filter_ctas_for(int V) { return (V + kSplitFiltCols - 1) / kSplitFiltCols; }
 
 // Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
 // the tests' and tools' command lines. Returns false with *err at the bad item.
@@ -138,7 +150,7 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"fbpw", &SamplePlanOverrides::fbpw},               {"top2", &SamplePlanOverrides::top2},
       {"cf_wpc", &SamplePlanOverrides::cf_wpc},           {"smem_row", &SamplePlanOverrides::smem_row},
       {"exact_all", &SamplePlanOverrides::exact_all},     {"filter_grid", &SamplePlanOverrides::filter_grid},
-      {"split", &SamplePlanOverrides::split},
+      {"split", &SamplePlanOverrides::split},             {"splitfilter", &SamplePlanOverrides::splitfilter},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -195,6 +207,11 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   p.split_finish = s.run_filter && !p.direct_filter && !p.small_filter && s.num_rows <= kSplitMaxRows &&
                    pick(o.split, split_finish_default(s.num_rows, sms));
   p.split_ctas = split_ctas_for(p.nblocks);
+  // (rows of more than kSmemRowMax columns that filter_kernel re-reads; at most kSplitMaxRows
+  // rows, forced or not: the workspace holds their lists for that many)
+  p.split_filter = s.run_filter && !p.direct_filter && !p.small_filter && !p.smem_row && s.V > kSmemRowMax &&
+                   s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, sms));
+  p.sf_ctas = split_filter_ctas_for(s.V);
   return p;
 }
 

@@ -17,6 +17,8 @@
 //   small.cuh       small_plain_kernel, small_filter_kernel (V <= 2048, one launch)
 //   filter_cta.cuh  filter_kernel (the rows the lists cannot settle: a CTA per row)
 //   split_row.cuh   split_finish_kernel (cand_finish_kernel's outputs, several CTAs per row)
+//   split_filter.cuh split_hist_kernel, split_bound_kernel (filter_kernel's first stages on wide
+//                   top-p rows, several CTAs per row)
 //   probs.cuh       probs_kernel, status_kernel
 //   launch.cuh      workspace layout, launch_sample (the one dtype dispatch, DDS_DISPATCH_DTYPE)
 //
@@ -47,6 +49,11 @@
 //    Same decisions, integer sums and token as cand_finish_kernel: the same bits.
 //  * small_filter_kernel (filtered rows, V <= 2048): the row's complete list in registers / shared
 //    memory, finish_filtered's decisions in one launch.
+//  * split_hist_kernel, split_bound_kernel (the fallback rows' wide top-p nuclei, V > 40960, in
+//    batches that leave SMs idle, plan.split_filter): a CTA per 8192 columns of a row builds the
+//    top-p select's first-digit histogram (integer atomics into the row's; its last CTA picks the
+//    boundary digit), then its share of the boundary pass (fixed-point sums above the digit, the
+//    digit's columns listed); filter_kernel finishes the row on that list: the same bits.
 //  * filter_kernel: one 1024-thread CTA per row left by the lists (a grid-stride loop). The row is
 //    held in shared memory as fp32 when it fits, else re-read per pass. Thresholds by radix select
 //    over order-preserving keys (11/11/10-bit digits) with counts (top-k) or 64-bit fixed-point

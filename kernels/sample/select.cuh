@@ -84,6 +84,21 @@ __device__ __forceinline__ unsigned long long mass_at(const uint32_t* mlo, const
   return ((unsigned long long)mhi[bin] << 32) + mlo[bin];
 }
 
+// The 64-bit integer sum of one value per thread of the CTA (any order gives the same integer;
+// a signed sum passes through as its two's complement): w has a slot per warp in shared memory.
+// Every thread gets the sum.
+__device__ __forceinline__ unsigned long long cta_sum_u64(unsigned long long v, unsigned long long* w) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (lane == 0) w[wid] = v;
+  __syncthreads();
+  unsigned long long s = 0;
+  for (int u = 0; u < nw; ++u) s += w[u];
+  __syncthreads();
+  return s;
+}
+
 // The warp's scan of a radix pass (select_src: 256 bins, 8 per lane; radix_select: 2048, 64 per
 // lane): lane L sums its `per` bins from hi = nbins - 1 - L per down (counts; fixed-point masses
 // in mode 1; its lowest non-empty bin), then the inclusive prefix over the lanes.
@@ -257,8 +272,9 @@ __device__ __forceinline__ void team_argmax(const Team& team, double& bv, int& b
 // The token search of every finish (plain_finish_row, finish_filtered, small_token,
 // small_filter_kernel): the token among the columns a team walks, by the exact float64 Gumbel-max
 // a_t + G_t (ties to the lower id), with fp32 approximate Gumbels (approx_gumbel) to pick the
-// candidates. walk(f) calls f(c, l) for each of this thread's columns c in ascending order, l its
-// value (-inf: not a column); a = to_a(l); in_k(c, a): the column is kept. Each thread keeps its
+// candidates. walk(f, again) calls f(c, l) for each of this thread's columns c in ascending order,
+// l its value (-inf: not a column); again (std::true_type on the second, rare walk) lets a walk
+// take a smaller, rolled form there; a = to_a(l); in_k(c, a): the column is kept. Each thread keeps its
 // best two approximate scores; the exact score goes to its best when that is within approx_margin
 // of the team's best (the token the exact scores pick is among those), and a thread whose
 // runner-up is that close too walks again and scores every such column (rare). exact_all (a test
@@ -282,7 +298,7 @@ __device__ __forceinline__ int team_token(const Team& team, const Req& q, uint32
       a1 = a;
       l1 = l;
     }
-  });
+  }, std::false_type{});
   const float s1 = bs.s1, s2 = bs.s2;
   const float bf = team_max(team, s1);
   // (thr may round to -inf at |a| ~ FLT_MAX: columns without a score stay out explicitly)
@@ -300,7 +316,7 @@ __device__ __forceinline__ int team_token(const Team& team, const Req& q, uint32
       const int b0 = bt;
       argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
       if (bt != b0) bl = l;
-    });
+    }, std::true_type{});
   } else if (c1 >= 0 && !(s1 < thr)) {
     argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
     bl = l1;
@@ -640,7 +656,7 @@ __device__ __forceinline__ int list_token(const Team& team, const Req& q, uint32
   const int lane = team.lane;
   const int j0 = 128 * team.warp() + lane, step = 128 * (Team::kSize / 32);
   float lt;
-  return team_token(team, q, pos, [&](auto f) {
+  return team_token(team, q, pos, [&](auto f, auto) {
     if (bbest == INT_MAX) return;
     for_list(S, nS, lane, [&](int c, float l) {
       if ((c >> 10) == bbest) f(c, l);

@@ -55,7 +55,7 @@ __device__ __forceinline__ float small_load(const SampleParams& P, const Req& q,
 #pragma unroll
   for (int e = 1; e < N; ++e) m = fmax_nan(m, lv[e]);
   float M = warp_max_nan(m);
-  if (M != M || M == -neg_inf()) {  // (unguided rows only: make_l_nb sanitised guided ones)
+  if (M != M || M == -neg_inf()) {  // (unguided rows only: guided ones were sanitised as loaded)
     m = neg_inf();
 #pragma unroll
     for (int e = 0; e < N; ++e) {
@@ -106,7 +106,7 @@ __device__ __forceinline__ Top2 small_row_top2(const float (&l0)[32], const floa
 }
 
 // Group j of block `blk` as l again (the token pass re-reads it: L1 / L2), the same values
-// small_load produced: sanitize_fast is the identity on values that needed no sanitising.
+// small_load produced: row::sanitize is the identity on values that needed no sanitising.
 template <int DT>
 __device__ __forceinline__ void small_group(const SampleParams& P, const Req& q, int row, int blk,
                                             int j, int lane, float (&l)[Elt<DT>::VEC]) {
@@ -154,29 +154,24 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
   using Team = typename std::conditional<CTA, CtaTeam, WarpTeam>::type;
   Team team{lane};
   if constexpr (CTA) team.sm = &sm->team;
-  const bool fast = !q.guided && P.vec_ok && (blk + 1) * kB <= P.V;
-  auto walk = [&](auto f) {
-    if (fast) {
-      // Unguided whole block, 16-byte aligned rows: one 16-byte load per group.
-      using T = typename Elt<DT>::T;
-      const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
+  // (one walk, small_group's loads: a second, unguided 16-byte form of the walk doubled the
+  // kernel's code, which team_token instantiates twice; the rare second walk is rolled)
+  auto walk = [&](auto f, auto again) {
 #pragma unroll 1
-      for (int j = wid; j < NG; j += JS) {
-        const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
-        const uint4 raw = *reinterpret_cast<const uint4*>(crow + c0);
-        const T* ce = reinterpret_cast<const T*>(&raw);
-        const row::Ban ban = ban_of(P, q);
-        const uint32_t w = ban.word(c0, P.V);
+    for (int j = wid; j < NG; j += JS) {
+      float l[VEC];
+      small_group<DT>(P, q, row, blk, j, lane, l);
+      const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+      if constexpr (decltype(again)::value) {
+#pragma unroll 1
+        for (int e = 0; e < VEC; ++e) {
+          float le = l[0];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          f(c0 + e, ban.excluded(c0 + e, w, e) ? neg_inf() : row::sanitize(Elt<DT>::cvt(ce[e])));
-      }
-    } else {
-#pragma unroll 1
-      for (int j = wid; j < NG; j += JS) {
-        float l[VEC];
-        small_group<DT>(P, q, row, blk, j, lane, l);
-        const int c0 = blk * kB + j * 32 * VEC + lane * VEC;
+          for (int k = 1; k < VEC; ++k)
+            if (k == e) le = l[k];
+          f(c0 + e, le);
+        }
+      } else {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) f(c0 + e, l[e]);
       }

@@ -7,7 +7,7 @@
 // A row's CTAs each take kSplitBlocks consecutive blocks (a warp per block list):
 //  1. every CTA derives from the row's block records what finish_filtered derives (row maximum,
 //     U = the largest list bound, the top-k lower bound lo, the min-p threshold) with the same
-//     code in its warp 0, so every CTA holds the same values;
+//     functions (filtered.cuh filter_top, filter_lo) in its warp 0, so every CTA holds the same values;
 //  2. it compacts its blocks' candidates with a > Ua and a >= lo into the row's S buffer (a
 //     global counter per row: S is a set, its order is free) and sums the fixed-point mass of
 //     the other candidates (top-p without top-k) with one 64-bit integer atomic per CTA;
@@ -30,7 +30,7 @@ struct SplitSmem {
   TeamSmem team;
   unsigned lcnt;
   Top2 t;
-  float Ul, lo, amin, Ua;
+  float lo, amin, Ua;
   int last, complete;
   double zo;
   unsigned long long wz[kRowWarps], we[kRowWarps];
@@ -39,81 +39,6 @@ struct SplitSmem {
   int bi[kRowWarps];
   double Zl, El;
 };
-
-// finish_filtered's step 1 and 1b in one warp (lane order as there): the records' maximum
-// (t: first block or column, runner-up), U, the min-p threshold and the lower bound lo.
-__device__ __forceinline__ void split_bounds(const SampleParams& P, const Req& q, const BlockRec* recs,
-                                             int lane, unsigned* keys, SplitSmem& sm) {
-  const int nb = P.nblocks;
-  const float invT = q.invT;
-  Top2 t{neg_inf(), INT_MAX, neg_inf()};
-  float Ul = -FLT_MAX;
-  for (int b = lane; b < nb; b += 32) {
-    const float m1 = __ldcg(&recs[b].maxl);
-    if (m1 == neg_inf()) continue;
-    Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b, P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
-    t = top2_merge(t, o);
-    Ul = fmaxf(Ul, __ldcg(&recs[b].ea));
-  }
-  t = warp_top2(t);
-  Ul = warp_max(Ul);
-  const bool complete = !(Ul > -FLT_MAX);
-  const bool topk_on = q.k > 0 && q.k < P.V;
-  float amin = neg_inf(), lo = neg_inf();
-  if (t.m1 != neg_inf()) {
-    const float m = row::temper(t.m1, invT);
-    if (q.minp > 0.f) {
-      float x = 0.f;
-      if (lane == 0) x = minp_threshold(m, (double)m, q.minp);
-      amin = __shfl_sync(0xffffffffu, x, 0);
-    }
-    if (topk_on && !complete && nb <= kWBins * 3) {
-      int nfin = 0;
-      for (int b = lane; b < nb; b += 32) {
-        const float m1 = __ldcg(&recs[b].maxl);
-        const bool fin = m1 != neg_inf();
-        keys[b] = fin ? fkey(m1) : 0u;
-        nfin += fin ? 1 : 0;
-      }
-      nfin = warp_sumi(nfin);
-      __syncwarp();
-      if (q.k <= nfin) {
-        uint32_t pre = 0;
-        for (int bit = 31; bit >= 20; --bit) {
-          const uint32_t cand = pre | (1u << bit);
-          int c = 0;
-          for (int b = lane; b < nb; b += 32) c += keys[b] >= cand ? 1 : 0;
-          if (warp_sumi(c) >= q.k) pre = cand;
-        }
-        if (pre >= 0x00800000u) lo = row::temper(fkey_inv(pre), invT);
-      }
-      __syncwarp();
-    } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
-      lo = amin;
-    }
-  }
-  if (lane == 0) {
-    sm.t = t;
-    sm.Ul = Ul;
-    sm.complete = complete ? 1 : 0;
-    sm.Ua = complete ? neg_inf() : row::temper(nextafterf(Ul, neg_inf()), invT);
-    sm.amin = amin;
-    sm.lo = lo;
-  }
-}
-
-// 64-bit integer CTA sum of one value per thread (any order gives the same integer).
-__device__ __forceinline__ unsigned long long split_cta_sum(unsigned long long v, unsigned long long* w,
-                                                            int lane, int wid) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (lane == 0) w[wid] = v;
-  __syncthreads();
-  unsigned long long s = 0;
-  for (int u = 0; u < kRowWarps; ++u) s += w[u];
-  __syncthreads();
-  return s;
-}
 
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __grid_constant__ SampleParams P) {
@@ -134,7 +59,21 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   int2* S = P.split_s + (long long)row * nb * L;
   SplitRowCnt& rc = P.split_cnt[row];
 
-  if (wid == 0) split_bounds(P, q, recs, lane, sm.bins, sm);
+  if (wid == 0) {
+    Top2 t;
+    float Ul;
+    filter_top(P, recs, lane, t, Ul);
+    if (lane == 0) sm.t = t;
+    if (t.m1 != neg_inf()) {  // (else the row is empty: the bounds are not read)
+      const FilterBounds fb = filter_lo(P, q, recs, lane, sm.bins, row::temper(t.m1, q.invT), Ul);
+      if (lane == 0) {
+        sm.complete = fb.complete ? 1 : 0;
+        sm.Ua = fb.Ua;
+        sm.amin = fb.amin;
+        sm.lo = fb.lo;
+      }
+    }
+  }
   __syncthreads();
   Top2 t = sm.t;
   if (t.m1 == neg_inf()) {  // no finite column: one CTA writes the empty row
@@ -174,7 +113,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     }
   }
   __threadfence();  // (this thread's S entries before the row's count below)
-  zout = split_cta_sum(zout, sm.wz, lane, wid);
+  zout = cta_sum_u64(zout, sm.wz);
   if (tid == 0) {
     if (zout) atomicAdd(&rc.zout, zout);
     __threadfence();
@@ -262,9 +201,9 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     zf += ux;
     ++nk;
   }, 128 * wid + lane, 128 * kRowWarps);
-  zf = split_cta_sum(zf, sm.wz, lane, wid);
-  ef = (long long)split_cta_sum((unsigned long long)ef, sm.we, lane, wid);
-  nk = (int)split_cta_sum((unsigned long long)nk, sm.wz, lane, wid);
+  zf = cta_sum_u64(zf, sm.wz);
+  ef = (long long)cta_sum_u64((unsigned long long)ef, sm.we);
+  nk = (int)cta_sum_u64((unsigned long long)nk, sm.wz);
   __threadfence();
   // Winning block (float64 scores; ties by lower block), then the token.
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);

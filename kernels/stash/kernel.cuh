@@ -1,9 +1,9 @@
 // stash_kernel: dds_stash_logprobs in one persistent launch (what it does: stash.cuh; why:
 // docs/cuda_stash.md). Phases: (1) every CTA turns the keep flags into a prefix count of kept
-// rows in shared memory (CTA 0 writes the request status); (2) the chunk count per kept row,
-// chosen from the kept-row count and the grid; (3) per (row, chunk) item one warp streams the
-// chunk's tiles (max, sum, top-n list, given ids' counts); (4) with several chunks the last
-// warp to arrive merges the partials; (5) the row's entries are written.
+// rows in shared memory (and writes the status of its share of the requests); (2) the chunk
+// count per kept row, chosen from the kept-row count and the grid; (3) per (row, chunk) item one
+// warp streams the chunk's tiles (max, sum, top-n list, given ids' counts); (4) with several
+// chunks the last warp to arrive merges the partials; (5) the row's entries are written.
 #ifndef DDS_KERNELS_STASH_KERNEL_CUH_
 #define DDS_KERNELS_STASH_KERNEL_CUH_
 
@@ -21,8 +21,10 @@ constexpr int kMinBlocks = 2;
 
 // One launch for the whole call (see stash.cuh): T the logits' element type (float,
 // __nv_bfloat16, __half); COUNT: given ids are ranked (committed tokens or the requests' own
-// ids). Registers are capped for kMinBlocks CTAs of 256 threads per SM.
-template <typename T, bool COUNT>
+// ids); MASK: the call has allowed-token masks (without, the mask pass is not compiled in: the
+// kernel keeps the instructions of the kernel without masks). Registers are capped for
+// kMinBlocks CTAs of 256 threads per SM.
+template <typename T, bool COUNT, bool MASK>
 __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) {
   DDS_DYNAMIC_SMEM(smem);
   __shared__ int32_t scan_tmp[kMaxWarps + 1];
@@ -31,16 +33,27 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nthreads = blockDim.x, nwarps = nthreads >> 5;
 
-  // ---- 1. kept rows per request, prefix in shared memory; CTA 0 writes request_status ----
+  // ---- 1. kept rows per request, prefix in shared memory; the status of request r is written
+  // by CTA r / per_cta (each CTA checks the given token ids of its share of the requests) ----
   // (a) keep flags (read first: nothing else of a request not kept is used), strided and
-  // independent so that the loads overlap; (b) the rest for kept requests; (c) block scan.
+  // independent so that the loads overlap, and whether the row_offsets array is valid (every
+  // request's offsets good, common/offsets.h: then each request owns exactly its range, and
+  // neither this pass nor the items search for their rows); (b) the rest for kept requests;
+  // (c) block scan.
+  int bad_offsets = 0;
 #pragma unroll 4
-  for (int r = tid; r < R; r += nthreads)
+  for (int r = tid; r < R; r += nthreads) {
     cum[r] = (P.keep == nullptr || P.keep[r] != 0) ? 1 : 0;
-  __syncthreads();
+    if (P.row_offsets != nullptr)
+      bad_offsets |= !offsets::good(P.row_offsets[r], P.row_offsets[r + 1], r, R, P.num_rows);
+  }
+  const bool offsets_valid = __syncthreads_or(bad_offsets) == 0;
+  const int per_cta = (R + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int my_r0 = (int)blockIdx.x * per_cta;
 #pragma unroll 4
   for (int r = tid; r < R; r += nthreads) {
     int cnt = 0, status = 0;
+    const bool writer = (unsigned)(r - my_r0) < (unsigned)per_cta;
     if (cum[r]) {
       const int slot = P.slots ? P.slots[r] : r;
       const int rb = P.row_offsets ? P.row_offsets[r] : r;
@@ -54,15 +67,15 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
       if (!rows_ok || !slot_ok) {
         status = (rows_ok ? 0 : kReqBadRowOffsets) | (slot_ok ? 0 : kReqBadSlot);
       } else {
-        int lo, hi;
-        offsets::rows_of(P.row_offsets, R, P.num_rows, r, &lo, &hi);
+        int lo = rb, hi = re;
+        if (!offsets_valid) offsets::rows_of(P.row_offsets, R, P.num_rows, r, &lo, &hi);
         const int nrows = re - rb;
         int nv = P.num_valid ? nvr : nrows;
         nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
         cnt = max(0, min(nv, hi - rb) - (lo - rb));
         if (rule::temperature_bad(Tm)) status |= kReqBadTemperature;
-        // The input token ids of the stashed rows (CTA 0 only: it writes the status).
-        if (blockIdx.x == 0 && P.req_status) {
+        // The input token ids of the stashed rows (by the CTA that writes the status).
+        if (writer && P.req_status) {
           if (P.token_ids) {
             int nid = P.num_token_ids ? P.num_token_ids[r] : P.n;
             if (nid < 0 || nid > P.n) status |= kReqBadNumTokenIds;
@@ -78,7 +91,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         }
       }
     }
-    if (blockIdx.x == 0 && P.req_status) P.req_status[r] = status;
+    if (writer && P.req_status) P.req_status[r] = status;
     cum[r] = cnt;
   }
   __syncthreads();
@@ -188,9 +201,9 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
     }
     const int r = lo;
     // Item q - cum[r] of request r is its owned row own_lo + (q - cum[r]), slot row j = i - rb.
-    int own_lo, own_hi;
-    offsets::rows_of(P.row_offsets, R, P.num_rows, r, &own_lo, &own_hi);
     const int rb = P.row_offsets ? P.row_offsets[r] : r;
+    int own_lo = rb, own_hi;
+    if (!offsets_valid) offsets::rows_of(P.row_offsets, R, P.num_rows, r, &own_lo, &own_hi);
     const int i = own_lo + (q - cum[r]);
     const int j = i - rb;
     const int slot = P.slots ? P.slots[r] : r;
@@ -207,7 +220,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
     const int NTe = topn ? n : 1;
     const T* row = reinterpret_cast<const T*>(P.logits) + (int64_t)i * P.row_stride;
     // The request's allowed-token mask (no banned token in a stash): disallowed columns -inf.
-    const row::Ban ban{-1, allowed_row(P.allowed, P.allowed_stride, r)};
+    const row::Ban ban{-1, MASK ? allowed_row(P.allowed, P.allowed_stride, r) : nullptr};
 
     for (int jj = lane; jj < NTe; jj += 32) wm.lst[jj] = 0;
     __syncwarp();
@@ -381,7 +394,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         for (; t + 1 < tf; t += 2) {
           cur.load(row + t * kTile, lane);
           nxt.load(row + (t + 1) * kTile, lane);
-          if (ban.mask) {
+          if (MASK && ban.mask) {
             cur.exclude(ban, t * kTile, V, lane);
             nxt.exclude(ban, (t + 1) * kTile, V, lane);
           }
@@ -390,19 +403,19 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         }
         if (t < tf) {
           cur.load(row + t * kTile, lane);
-          if (ban.mask) cur.exclude(ban, t * kTile, V, lane);
+          if (MASK && ban.mask) cur.exclude(ban, t * kTile, V, lane);
           process(cur, t * kTile);
         }
       } else {
         for (int64_t t = t0; t < tf; ++t) {
           cur.load(row + t * kTile, lane);
-          if (ban.mask) cur.exclude(ban, t * kTile, V, lane);
+          if (MASK && ban.mask) cur.exclude(ban, t * kTile, V, lane);
           process(cur, t * kTile);
         }
       }
       for (int64_t t = tf; t < t1; ++t) {
         cur.load_guarded(row + t * kTile, (int64_t)V - t * kTile, lane);
-        if (ban.mask) cur.exclude(ban, t * kTile, V, lane);
+        if (MASK && ban.mask) cur.exclude(ban, t * kTile, V, lane);
         process(cur, t * kTile);
       }
     }

@@ -27,9 +27,9 @@ inline int warps_per_cta(const Params& P, size_t smem_optin) {
 
 // One CTA per resident slot (num_sms x the occupancy of this kernel and shared memory), but no
 // more warps than there could ever be items (every kept row cut into one item per tile at most).
-template <typename T, bool COUNT>
+template <typename T, bool COUNT, bool MASK>
 inline cudaError_t launch_stash_k(const Params& P, int nwarps, int num_sms, cudaStream_t s) {
-  auto kern = stash_kernel<T, COUNT>;
+  auto kern = stash_kernel<T, COUNT, MASK>;
   const size_t smem = (size_t)P.cum_bytes + (size_t)nwarps * P.warp_bytes;
   if (smem > 48 * 1024) {
     const cudaError_t e =
@@ -53,14 +53,20 @@ inline cudaError_t launch_stash_k(const Params& P, int nwarps, int num_sms, cuda
 }
 
 // The one dtype dispatch of dds_stash_logprobs (kernels/common/dtype.h); nwarps from warps_per_cta.
-// Given ids (committed tokens or the requests' own ids) select the counting kernel.
+// Given ids (committed tokens or the requests' own ids) select the counting kernel, masks the
+// kernel with the mask pass.
+template <typename T, bool COUNT>
+inline cudaError_t launch_stash_m(const Params& P, int nwarps, int num_sms, cudaStream_t s) {
+  return P.allowed != nullptr ? launch_stash_k<T, COUNT, true>(P, nwarps, num_sms, s)
+                              : launch_stash_k<T, COUNT, false>(P, nwarps, num_sms, s);
+}
 inline cudaError_t launch_stash(int dtype, const Params& P, int nwarps, int num_sms,
                                 cudaStream_t s) {
   const bool count = P.committed != nullptr || P.token_ids != nullptr;
   DDS_DISPATCH_DTYPE(dtype, DT, {
     using T = typename StashType<DT>::T;
-    return count ? launch_stash_k<T, true>(P, nwarps, num_sms, s)
-                 : launch_stash_k<T, false>(P, nwarps, num_sms, s);
+    return count ? launch_stash_m<T, true>(P, nwarps, num_sms, s)
+                 : launch_stash_m<T, false>(P, nwarps, num_sms, s);
   });
 }
 

@@ -2,7 +2,7 @@
 // (the CPU backend's stash() is the oracle); design and figures: docs/cuda_stash.md.
 //
 // Kernel
-//  * stash_kernel<T, COUNT> (kernel.cuh): the whole call in one persistent launch. Every CTA turns
+//  * stash_kernel<T, COUNT, MASK> (kernel.cuh): the whole call in one persistent launch. Every CTA turns
 //    the per-request keep flags into a prefix count of kept rows in shared memory (a request not
 //    kept costs its flag and nothing more), so the work is a dense list of K kept rows. Each kept
 //    row is cut into P contiguous chunks of 1024-token tiles (P chosen on the device from K and
@@ -16,7 +16,7 @@
 //    a per-row counter; the last to arrive merges the partials (a k-way merge in shared memory
 //    for n <= 32), writes the row and resets the counter (zero at rest: graph-safe, no memset).
 //    T: float, __nv_bfloat16 or __half; COUNT: given ids (committed tokens or the requests' own
-//    ids) are ranked.
+//    ids) are ranked; MASK: the call has allowed-token masks (the mask pass over each tile).
 //
 // Files: params.cuh (Params, constants, shared-memory and workspace layout), tile.cuh (value
 // rule over kernels/common/row.h, keys, element and tile loads, the warp's sorted list), kernel.cuh (stash_kernel),

@@ -24,11 +24,6 @@ std::vector<float> hostile_logits() {
   return lg;
 }
 
-const float kT[kReqs] = {1.f, 0.7f, 1.3f, 0.9f};
-const uint64_t kSeeds[kReqs] = {11, 22, 33, 44};
-const int32_t kTopK[kReqs] = {5, 3, 0, 7};
-const float kTopP[kReqs] = {1.f, 0.9f, 0.8f, 1.f};
-
 bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; }
 
 void check_sample(const OffsetsCase& c, bool filtered) {
@@ -39,12 +34,12 @@ void check_sample(const OffsetsCase& c, bool filtered) {
   a.num_requests = kReqs;
   a.row_offsets = c.offs;
   a.logits = lg.data();
-  a.temperatures = kT;
+  a.temperatures = kTemps;
   a.seeds = kSeeds;
   a.step = 5;
   if (filtered) {
-    a.top_ks = kTopK;
-    a.top_ps = kTopP;
+    a.top_ks = kTopKs;
+    a.top_ps = kTopPs;
   }
   const Outputs o = run_sample(s, a);
   for (int32_t r = 0; r < kReqs; ++r) {
@@ -61,12 +56,12 @@ void check_sample(const OffsetsCase& c, bool filtered) {
     b.num_requests = 1;
     b.logits = lg.data() + (size_t)i * V;
     b.positions = &key;
-    b.temperature = kT[r];
+    b.temperature = kTemps[r];
     b.seed = kSeeds[r];
     b.step = 5;
     if (filtered) {
-      b.top_k = kTopK[r];
-      b.top_p = kTopP[r];
+      b.top_k = kTopKs[r];
+      b.top_p = kTopPs[r];
     }
     const Outputs e = run_sample(s, b);
     INFO("row " << i << " request " << r << (g.owned ? " (owned)" : " (orphan)"));
@@ -94,7 +89,7 @@ TEST_CASE("hostile row_offsets: dds_sample writes every row, flags exactly the b
 }
 
 TEST_CASE("hostile row_offsets: dds_stash_logprobs writes only owned rows, at i - row_offsets[r]") {
-  constexpr int32_t kTop = 3, E = kTop + 1;
+  constexpr int32_t kTop = kStashTop, E = kTop + 1;
   Sampler s(V, kRows, kReqs, kTop);
   const std::vector<float> lg = hostile_logits();
   int32_t n;
@@ -106,14 +101,7 @@ TEST_CASE("hostile row_offsets: dds_stash_logprobs writes only owned rows, at i 
     std::vector<int32_t> ids(elems, kPoisonI), ranks(elems, kPoisonI), st(kReqs, kPoisonI);
     std::vector<float> lps(elems, kPoisonF);
     dds_stash_args a = stash_args();
-    a.num_rows = kRows;
-    a.num_requests = kReqs;
-    a.row_offsets = c.offs;
-    a.logits = lg.data();
-    a.temperatures = kT;
-    a.num_top = kTop;
-    a.num_slots = kReqs;
-    a.rows_per_slot = kRows;
+    set_offsets_stash(&a, c.offs, lg.data(), kTemps);
     a.out_token_ids = ids.data();
     a.out_logprobs = lps.data();
     a.out_ranks = ranks.data();
@@ -132,7 +120,7 @@ TEST_CASE("hostile row_offsets: dds_stash_logprobs writes only owned rows, at i 
       b.num_rows = 1;
       b.num_requests = 1;
       b.logits = lg.data() + (size_t)i * V;
-      b.temperature = kT[g.request];
+      b.temperature = kTemps[g.request];
       b.num_top = kTop;
       b.num_slots = 1;
       b.rows_per_slot = 1;
@@ -163,7 +151,7 @@ TEST_CASE("hostile row_offsets: dds_stash_logprobs writes only owned rows, at i 
 TEST_CASE("hostile row_offsets: dds_reveal reveals only owned rows, never in flagged requests") {
   Sampler s(V, kRows, kReqs);
   std::vector<float> scores(kRows);
-  for (int32_t i = 0; i < kRows; ++i) scores[i] = (float)((i * 37) % kRows) / kRows;  // distinct
+  for (int32_t i = 0; i < kRows; ++i) scores[i] = reveal_score(i);
   int32_t n;
   const OffsetsCase* cs = cases(&n);
   for (int32_t k = 0; k < n; ++k) {
@@ -173,17 +161,12 @@ TEST_CASE("hostile row_offsets: dds_reveal reveals only owned rows, never in fla
     std::vector<int32_t> nrev(kReqs, kPoisonI), st(kReqs, kPoisonI);
     dds_reveal_args a;
     REQUIRE(dds_reveal_args_init(&a, sizeof a) == DDS_OK);
-    a.num_rows = kRows;
-    a.num_requests = kReqs;
-    a.row_offsets = c.offs;
-    a.scores = scores.data();
-    a.policy = DDS_REVEAL_TOP_N;
-    a.count = 2;
+    set_offsets_reveal(&a, c.offs, scores.data());
     a.reveal = rev.data();
     a.num_revealed = nrev.data();
     a.request_status = st.data();
     REQUIRE(dds_reveal(s, &a, nullptr) == DDS_OK);
-    // Expected: per request, the 2 best-scoring rows it owns.
+    // Expected: per request, the kRevealCount (2) best-scoring rows it owns.
     std::vector<uint8_t> want(kRows, 0);
     for (int32_t r = 0; r < kReqs; ++r) {
       std::vector<int32_t> own;
@@ -192,7 +175,7 @@ TEST_CASE("hostile row_offsets: dds_reveal reveals only owned rows, never in fla
         if (g.owned && g.request == r) own.push_back(i);
       }
       std::sort(own.begin(), own.end(), [&](int32_t x, int32_t y) { return scores[x] > scores[y]; });
-      const int32_t take = std::min<int32_t>(2, (int32_t)own.size());
+      const int32_t take = std::min<int32_t>(kRevealCount, (int32_t)own.size());
       for (int32_t q = 0; q < take; ++q) want[own[q]] = 1;
       INFO("request " << r);
       CHECK(nrev[r] == take);
@@ -210,11 +193,7 @@ TEST_CASE("hostile draft counts: -3, 99, 2^30 for n = 4 are clamped to [0, n] an
   std::normal_distribution<float> nd(0.f, 1.5f);
   for (float& x : tl) x = nd(rng);
   for (float& x : dl) x = nd(rng);
-  std::vector<int32_t> drafts((size_t)R * n);
-  for (size_t q = 0; q < drafts.size(); ++q) {  // the draft model's argmax: often accepted
-    const float* row = dl.data() + q * V;
-    drafts[q] = (int32_t)(std::max_element(row, row + V) - row);
-  }
+  const std::vector<int32_t> drafts = argmax_drafts(dl, V);
   auto run = [&](const int32_t* counts, std::vector<int32_t>* acc, std::vector<int32_t>* toks,
                  std::vector<float>* lps, std::vector<int32_t>* st) {
     acc->assign(R, kPoisonI);
@@ -223,15 +202,8 @@ TEST_CASE("hostile draft counts: -3, 99, 2^30 for n = 4 are clamped to [0, n] an
     st->assign(R, kPoisonI);
     dds_verify_args a;
     REQUIRE(dds_verify_args_init(&a, sizeof a) == DDS_OK);
-    a.num_requests = R;
-    a.num_drafts = n;
-    a.draft_counts = counts;
-    a.draft_tokens = drafts.data();
-    a.draft_logits = dl.data();
-    a.target_logits = tl.data();
+    set_verify(&a, R, n, counts, drafts.data(), dl.data(), tl.data(), acc->data(), toks->data());
     a.seed = 7;
-    a.accepted_counts = acc->data();
-    a.out_tokens = toks->data();
     a.out_logprobs = lps->data();
     a.request_status = st->data();
     const dds_status rc = dds_verify_drafts(s, &a, nullptr);
@@ -254,10 +226,10 @@ TEST_CASE("hostile draft counts: -3, 99, 2^30 for n = 4 are clamped to [0, n] an
 }
 
 TEST_CASE("debug checks: hostile row_offsets and draft counts are DDS_ERR_INVALID_VALUE") {
-  Sampler dbg(V, kRows, kReqs, 3, DDS_FLAG_DEBUG_CHECKS);
+  Sampler dbg(V, kRows, kReqs, kStashTop, DDS_FLAG_DEBUG_CHECKS);
   const std::vector<float> lg = hostile_logits();
   std::vector<float> scores(kRows, 0.5f);
-  std::vector<int32_t> tok(kRows), ids((size_t)kReqs * kRows * 4);
+  std::vector<int32_t> tok(kRows), ids((size_t)kReqs * kRows * (kStashTop + 1));
   std::vector<uint8_t> rev(kRows);
   // One message per condition: the first flagged request's.
   const char* needles[] = {"row_offsets must be non-decreasing: row_offsets[2] = 3 < row_offsets[1] = 5",
@@ -279,13 +251,7 @@ TEST_CASE("debug checks: hostile row_offsets and draft counts are DDS_ERR_INVALI
           std::string::npos);
     INFO(dds_last_error());
     dds_stash_args b = stash_args();
-    b.num_rows = kRows;
-    b.num_requests = kReqs;
-    b.row_offsets = cs[k].offs;
-    b.logits = lg.data();
-    b.num_top = 3;
-    b.num_slots = kReqs;
-    b.rows_per_slot = kRows;
+    set_offsets_stash(&b, cs[k].offs, lg.data(), nullptr);
     b.out_token_ids = ids.data();
     CHECK(dds_stash_logprobs(dbg, &b, nullptr) == DDS_ERR_INVALID_VALUE);
     CHECK(std::string(dds_last_error()).find(needles[k]) != std::string::npos);
@@ -305,14 +271,8 @@ TEST_CASE("debug checks: hostile row_offsets and draft counts are DDS_ERR_INVALI
       out((size_t)kVerifyReqs * (kDrafts + 1));
   dds_verify_args v;
   REQUIRE(dds_verify_args_init(&v, sizeof v) == DDS_OK);
-  v.num_requests = kVerifyReqs;
-  v.num_drafts = kDrafts;
-  v.draft_counts = kDraftCounts;
-  v.draft_tokens = drafts.data();
-  v.draft_logits = dl.data();
-  v.target_logits = tl.data();
-  v.accepted_counts = acc.data();
-  v.out_tokens = out.data();
+  set_verify(&v, kVerifyReqs, kDrafts, kDraftCounts, drafts.data(), dl.data(), tl.data(), acc.data(),
+             out.data());
   CHECK(dds_verify_drafts(dbg, &v, nullptr) == DDS_ERR_INVALID_VALUE);
   CHECK(std::string(dds_last_error()).find("args->draft_counts[0] (request 0) = -3 must be in [0, num_drafts = 4]") !=
         std::string::npos);
@@ -320,15 +280,16 @@ TEST_CASE("debug checks: hostile row_offsets and draft counts are DDS_ERR_INVALI
   CHECK(dds_verify_drafts(dbg, &v, nullptr) == DDS_OK);
 }
 
-// The other device-resident values without a bit before (docs/sampling.md §1, the table's last
-// three bits): input token ids outside [0, V), num_token_ids outside [0, num_top], bad reveal
-// parameters. Outputs follow the documented rules (unchanged); the bits say so.
+// The other device-resident values without a bit before (hostile_cases.h's bad_ids): input token
+// ids outside [0, V), num_token_ids outside [0, num_top], bad reveal parameters. Outputs follow
+// the documented rules (unchanged); the bits say so.
 TEST_CASE("hostile token ids, num_token_ids and reveal parameters are flagged") {
-  constexpr int32_t R = 4, rows = 8, kTop = 3, E = kTop + 1;
+  using namespace bad_ids;
+  constexpr int32_t R = kReqs, rows = kNumRows, E = kTop + 1;
   Sampler s(V, 64, 16, kTop);
   Sampler dbg(V, 64, 16, kTop, DDS_FLAG_DEBUG_CHECKS);
   const std::vector<float> lg = hostile_logits();
-  const int32_t offs[R + 1] = {0, 2, 4, 6, 8};
+  const int32_t* offs = kOffsets;
   auto stash = [&](dds_sampler* sp, const int32_t* ids, const int32_t* nids, const int32_t* committed,
                    const int32_t* nvalid, std::vector<int32_t>* st) {
     std::vector<int32_t> out((size_t)R * 2 * E, kPoisonI);
@@ -350,11 +311,10 @@ TEST_CASE("hostile token ids, num_token_ids and reveal parameters are flagged") 
     return dds_stash_logprobs(sp, &a, nullptr);
   };
   std::vector<int32_t> st;
-  const int32_t ids[R * kTop] = {1, 2, 3, 4, -5, 6, 7, 8, 9, 10, 11, 12};
-  const int32_t nids[R] = {-1, 2, 9, 3};
+  const int32_t* ids = kTokenIds;
+  const int32_t* nids = kNumTokenIds;
   REQUIRE(stash(s, ids, nids, nullptr, nullptr, &st) == DDS_OK);
-  CHECK(st == std::vector<int32_t>{DDS_REQ_BAD_NUM_TOKEN_IDS, DDS_REQ_BAD_TOKEN_ID,
-                                   DDS_REQ_BAD_NUM_TOKEN_IDS, 0});
+  CHECK(st == std::vector<int32_t>(kStashStatus, kStashStatus + R));
   CHECK(stash(dbg, ids, nids, nullptr, nullptr, &st) == DDS_ERR_INVALID_VALUE);
   CHECK(std::string(dds_last_error()).find("args->num_token_ids[0] (request 0) must be in [0, num_top]") !=
         std::string::npos);
@@ -362,54 +322,42 @@ TEST_CASE("hostile token ids, num_token_ids and reveal parameters are flagged") 
   CHECK(stash(dbg, ids, nids_ok, nullptr, nullptr, &st) == DDS_ERR_INVALID_VALUE);
   CHECK(std::string(dds_last_error()).find("args->token_ids[4] (request 1, id 1) = -5 must be in [0, vocab_size = 37)") !=
         std::string::npos);
-  // Committed tokens: row 3 (request 1, stashed) = V, row 7 (request 3, row 1 not stashed: num_valid 1) = -1.
-  const int32_t committed[rows] = {0, 1, 2, V, 4, 5, 6, -1};
-  const int32_t nvalid[R] = {2, 2, 2, 1};
-  REQUIRE(stash(s, nullptr, nullptr, committed, nvalid, &st) == DDS_OK);
+  const std::vector<int32_t> committed_v = committed(V);
+  const int32_t* nvalid = kNumValid;
+  REQUIRE(stash(s, nullptr, nullptr, committed_v.data(), nvalid, &st) == DDS_OK);
   CHECK(st == std::vector<int32_t>{0, DDS_REQ_BAD_TOKEN_ID, 0, 0});
-  CHECK(stash(dbg, nullptr, nullptr, committed, nvalid, &st) == DDS_ERR_INVALID_VALUE);
+  CHECK(stash(dbg, nullptr, nullptr, committed_v.data(), nvalid, &st) == DDS_ERR_INVALID_VALUE);
   CHECK(std::string(dds_last_error()).find("args->committed_tokens[3] (row 3) = 37 must be in [0, vocab_size = 37)") !=
         std::string::npos);
 
-  // Verify: request 0's first draft -1 (used: flagged, rejected); request 1's 4th draft V is
-  // beyond its count 2 (unused: not flagged).
+  // Verify: bad_ids::drafts.
   {
-    const int32_t n = 4;
+    const int32_t n = kNumDrafts;
     std::vector<float> tl((size_t)R * (n + 1) * V), dl((size_t)R * n * V);
     std::mt19937 rng(2606);
     std::normal_distribution<float> nd(0.f, 1.f);
     for (float& x : tl) x = nd(rng);
     for (float& x : dl) x = nd(rng);
-    std::vector<int32_t> drafts((size_t)R * n, 3), acc(R), out((size_t)R * (n + 1)), vst(R, kPoisonI);
-    drafts[0] = -1;
-    drafts[(size_t)1 * n + 3] = V;
-    const int32_t counts[R] = {2, 2, 4, 0};
+    const std::vector<int32_t> drafts = bad_ids::drafts(V);
+    std::vector<int32_t> acc(R), out((size_t)R * (n + 1)), vst(R, kPoisonI);
+    const int32_t* counts = kCounts;
     dds_verify_args a;
     REQUIRE(dds_verify_args_init(&a, sizeof a) == DDS_OK);
-    a.num_requests = R;
-    a.num_drafts = n;
-    a.draft_counts = counts;
-    a.draft_tokens = drafts.data();
-    a.draft_logits = dl.data();
-    a.target_logits = tl.data();
-    a.accepted_counts = acc.data();
-    a.out_tokens = out.data();
+    set_verify(&a, R, n, counts, drafts.data(), dl.data(), tl.data(), acc.data(), out.data());
     a.request_status = vst.data();
     REQUIRE(dds_verify_drafts(s, &a, nullptr) == DDS_OK);
-    CHECK(vst == std::vector<int32_t>{DDS_REQ_BAD_TOKEN_ID, 0, 0, 0});
+    CHECK(vst == std::vector<int32_t>(kVerifyStatus, kVerifyStatus + R));
     CHECK(acc[0] == 0);  // an out-of-range draft is rejected (p = q = 0)
     CHECK(dds_verify_drafts(dbg, &a, nullptr) == DDS_ERR_INVALID_VALUE);
     CHECK(std::string(dds_last_error()).find("args->draft_tokens[0] (request 0, draft 0) = -1 must be in [0, vocab_size = 37)") !=
           std::string::npos);
   }
 
-  // Reveal: NaN threshold (request 0), negative factor (1), +inf position temperature (2: off,
-  // allowed like the host scalar), negative position temperature (3).
+  // Reveal: bad_ids::kThresholds, kFactors, kPositionTemps.
   {
     std::vector<float> scores(rows);
     for (int32_t i = 0; i < rows; ++i) scores[i] = 0.1f * (float)i;
-    const float thr[R] = {kNaN, 0.5f, 0.5f, 0.5f}, fac[R] = {1.f, -0.5f, 1.f, 1.f},
-                pt[R] = {0.f, 0.f, kInf, -1.f};
+    const float *thr = kThresholds, *fac = kFactors, *pt = kPositionTemps;
     std::vector<uint8_t> rev(rows);
     std::vector<int32_t> rst(R, kPoisonI);
     dds_reveal_args a;
@@ -424,8 +372,7 @@ TEST_CASE("hostile token ids, num_token_ids and reveal parameters are flagged") 
     a.reveal = rev.data();
     a.request_status = rst.data();
     REQUIRE(dds_reveal(s, &a, nullptr) == DDS_OK);
-    CHECK(rst == std::vector<int32_t>{DDS_REQ_BAD_REVEAL_PARAM, DDS_REQ_BAD_REVEAL_PARAM, 0,
-                                      DDS_REQ_BAD_REVEAL_PARAM});
+    CHECK(rst == std::vector<int32_t>(kRevealStatus, kRevealStatus + R));
     CHECK(dds_reveal(dbg, &a, nullptr) == DDS_ERR_INVALID_VALUE);
     CHECK(std::string(dds_last_error()).find("args->thresholds[0] (request 0) must not be NaN") != std::string::npos);
     const float thr_ok[R] = {0.5f, 0.5f, 0.5f, 0.5f};

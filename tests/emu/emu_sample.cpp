@@ -24,6 +24,7 @@ EmuBlock* g_blk;
 #include "sample/sample.cuh"
 #include "sample_params.h"
 #include "../hostile_cases.h"
+#include "../gpu/sample_rows.h"
 #include <string>
 using namespace dds::ksample;
 static const float kInf = INFINITY;
@@ -40,6 +41,12 @@ struct Prob {
 };
 
 float g_tscale = 1.f;
+// Mode item wide=1: the rows cycle through wide top-p nuclei (the fallback's split, cases 20-24:
+// flat sigma-2 / sigma-1 rows, p 0.9 / 0.95, min-p, NaN columns) and a few others (4: one value
+// everywhere, a boundary digit too wide for the list; 12: sigma 4; 6: top-k with top-p).
+int g_wide = 0;
+static const int kWideCases[8] = {20, 21, 22, 23, 24, 4, 12, 6};
+int case_of(int r) { return g_wide ? kWideCases[r % 8] : r % 22; }  // a row's case of make()
 Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   std::mt19937_64 rng(seed);
   Prob pb; pb.V = V; pb.rows = rows; pb.dtype = dtype; pb.stats = stats;
@@ -48,44 +55,28 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   for (int r = 0; r <= rows; ++r) pb.offs.push_back(r);
   std::vector<float> lg((size_t)rows * V), uc((size_t)rows * V);
   for (int r = 0; r < rows; ++r) {
-    float T = 1.f, g = 0.f, p = 1.f, mp = 0.f, sigma = 2.f;
-    int k = 0, uo = -1, kind = 0;
-    switch (r % 22) {
-      case 0: k = 50; break;
-      case 1: k = 1; break;
-      case 2: k = 1024; break;
-      case 3: p = 0.9f; sigma = 8.f; break;
-      case 4: p = 0.9f; kind = 1; break;
-      case 5: mp = 0.05f; break;
-      case 6: T = 0.7f; k = 50; p = 0.9f; mp = 0.02f; break;
-      case 7: T = 1.3f; p = 0.5f; sigma = 4.f; break;
-      case 8: k = 20; kind = 2; break;
-      case 9: p = 0.f; kind = 4; break;
-      case 10: k = V - 1; break;
-      case 11: mp = 0.9f; sigma = 8.f; break;
-      case 12: p = 0.9f; sigma = 4.f; break;
-      case 13: T = 0.8f; k = 5; g = 1.5f; uo = r; break;
-      case 14: break;
-      case 15: T = 0.f; k = 50; break;
-      case 16: k = 50; p = 0.95f; kind = 3; break;
-      case 17: k = 3; mp = 0.1f; kind = 4; break;
-      case 18: p = 0.9f; kind = 5; break;
-      case 19: k = 50; kind = 6; break;
-      // Wide nuclei on sigma-2 rows: the candidates cannot settle them (filter kernel's
-      // boundary pass: the columns above the boundary digit summed, the digit's listed).
-      case 20: p = 0.9f; break;
-      case 21: T = 0.8f; p = 0.95f; mp = 0.002f; break;
-    }
-    if (T > 0.f) T *= g_tscale;
-    pb.T.push_back(T); pb.G.push_back(g); pb.P.push_back(p); pb.MP.push_back(mp); pb.K.push_back(k);
-    pb.uoffs.push_back(uo); pb.seeds.push_back(rng()); pb.steps.push_back(rng() % 100);
+    // The GPU tests' 18 filter settings (sample_rows.h), then kinds 5 (an empty row: -inf and
+    // NaN) and 6 (NaN columns) and wide nuclei on sigma-2 rows: the candidates cannot settle
+    // them (filter kernel's boundary pass: the columns above the boundary digit summed, the
+    // digit's listed).
+    const int c = case_of(r);
+    sample_rows::Settings q;
+    if (c < 18) q = sample_rows::filter(c, r, V);
+    if (c == 18) q.p = 0.9f, q.kind = 5;
+    if (c == 19) q.k = 50, q.kind = 6;
+    if (c == 20) q.p = 0.9f;
+    if (c == 21) q.T = 0.8f, q.p = 0.95f, q.mp = 0.002f;
+    // (wide=1 only) flatter, sigma-1 with min-p, NaN columns
+    if (c == 22) q.T = 1.5f, q.p = 0.95f;
+    if (c == 23) q.p = 0.9f, q.mp = 0.01f, q.sigma = 1.f;
+    if (c == 24) q.T = 1.2f, q.p = 0.9f, q.kind = 6;
+    if (q.T > 0.f) q.T *= g_tscale;
+    sample_rows::push(pb, q);
+    pb.seeds.push_back(rng()); pb.steps.push_back(rng() % 100);
     pb.pos.push_back(rng() % 100000);
+    const int kind = q.kind;
     for (int t = 0; t < V; ++t) {
-      float v = sigma * nd(rng);
-      if (kind == 1) v = 0.25f;
-      if (kind == 2) v = std::round(v * 2.f) / 2.f;
-      if (kind == 3) v = (rng() % 5000 == 0 || t == V / 2) ? v : -kInf;
-      if (kind == 4) v = (t % 3 == 0) ? 5.f : std::min(v, 4.f);
+      float v = sample_rows::filter_logit(kind, q.sigma * nd(rng), t, V, rng);
       if (kind == 5) v = (t % 2) ? -kInf : NAN;
       if (kind == 6 && t % 7 == 0) v = NAN;
       if (kind != 3 && ud(rng) < 0.01f) v = -kInf;
@@ -111,6 +102,8 @@ dds::ksample::SamplePlanOverrides g_plan;
 int g_ban = 3;
 int g_hostile = -1;  // mode item hostile=K: case K of tests/hostile_cases.h (64 rows, 4 requests)
 int g_mask = 0;  // 0 none, 1 dense, 2 sparse
+int g_sf_min = -1;  // mode item sfrows=N: plan A must run the split fallback on at least N rows
+int g_sf_rows = -1;  // rows the split fallback took in the last run (-1: its kernels did not run)
 
 // Allowed-token masks for pb (g_mask): bits of columns >= V set at random too (ignored).
 void make_masks(Prob& pb) {
@@ -172,6 +165,8 @@ void parse_mode(const char* s) {
     if (item.rfind("ban=", 0) == 0) g_ban = atoi(item.c_str() + 4);
     else if (item.rfind("hostile=", 0) == 0) g_hostile = atoi(item.c_str() + 8);
     else if (item.rfind("mask=", 0) == 0) g_mask = atoi(item.c_str() + 5);
+    else if (item.rfind("wide=", 0) == 0) g_wide = atoi(item.c_str() + 5);
+    else if (item.rfind("sfrows=", 0) == 0) g_sf_min = atoi(item.c_str() + 7);
     else plan += (plan.empty() ? "" : ",") + item;
     p = e ? e + 1 : p + strlen(p);
   }
@@ -192,15 +187,30 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   if (o.filter_grid < 0) o.filter_grid = 2;
   const SamplePlan plan = plan_sample(dds::sample_shape(a, V, kDefaultSms), o);
   const void* filter_kernels[] = {(const void*)&filter_kernel<0>, (const void*)&filter_kernel<1>};
+  const void* split_kernels[] = {(const void*)&split_hist_kernel<0>, (const void*)&split_hist_kernel<1>,
+                                 (const void*)&split_bound_kernel<0>, (const void*)&split_bound_kernel<1>};
+  int split_launches = 0;
   g_emu_before_launch = [&](const void* k) {
+    for (const void* sk : split_kernels) split_launches += k == sk ? 1 : 0;
     if (k != filter_kernels[0] && k != filter_kernels[1] || plan.direct_filter) return;
     g_fb_total += *P.fb_count;
     fprintf(stderr, "  fallback rows: %d of %d:", *P.fb_count, a.num_rows);
-    for (int i = 0; i < *P.fb_count; ++i) fprintf(stderr, " %d", P.fb_rows[i] % 22);
+    for (int i = 0; i < *P.fb_count; ++i) fprintf(stderr, " %d", case_of(P.fb_rows[i]));
     fprintf(stderr, "\n");
   };
   launch_sample(a.dtype, P, plan, nullptr);
   g_emu_before_launch = nullptr;
+  // The split fallback: both its kernels launched, and the rows it took (their records in the
+  // workspace, which filter_kernel finished from).
+  g_sf_rows = -1;
+  if (split_launches == 2) {
+    g_sf_rows = 0;
+    for (int r = 0; r < a.num_rows; ++r) g_sf_rows += P.sf_rows[r].ok ? 1 : 0;
+    fprintf(stderr, "  split fallback rows: %d\n", g_sf_rows);
+  } else if (split_launches != 0) {
+    fprintf(stderr, "  split fallback: %d of its 2 kernels launched\n", split_launches);
+    g_counter_bad = 1;
+  }
   if (plan.zero_fallback && (*P.fb_count != 0 || *P.fb_done != 0)) {
     fprintf(stderr, "  FB COUNTERS NOT RESET\n");
     g_counter_bad = 1;
@@ -224,7 +234,7 @@ int same_bits(const Out& x, const Out& y, int rows, int V) {
               !memcmp(&x.probs[(size_t)i * V], &y.probs[(size_t)i * V], 4 * (size_t)V);
     if (!ok) {
       ++bad;
-      printf("row %d (case %d): the two plans differ: tok %d/%d lp %a/%a ent %a/%a\n", i, i % 22, x.tok[i],
+      printf("row %d (case %d): the two plans differ: tok %d/%d lp %a/%a ent %a/%a\n", i, case_of(i), x.tok[i],
              y.tok[i], x.lp[i], y.lp[i], x.ent[i], y.ent[i]);
     }
   }
@@ -257,7 +267,12 @@ int main(int argc, char** argv) {
   fill_args(a, pb, og);
   std::vector<unsigned char> ws;
   run_emu(a, V, ws);
+  const int sf_rows = g_sf_rows;
   int bad = 0;
+  if (g_sf_min >= 0 && sf_rows < g_sf_min) {
+    printf("the split fallback took %d rows, fewer than sfrows=%d\n", sf_rows, g_sf_min);
+    ++bad;
+  }
   for (int i = 0; i < rows; ++i) {
     bool ok = og.st[i] == oc.st[i] && og.tok[i] == oc.tok[i] && og.amax[i] == oc.amax[i] && close(og.lp[i], oc.lp[i]) && close(og.conf[i], oc.conf[i]) &&
               close(og.mar[i], oc.mar[i]) && close(og.ent[i], oc.ent[i]);
@@ -265,7 +280,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < V && ok; ++t) if (!close(og.probs[(size_t)i * V + t], oc.probs[(size_t)i * V + t])) { ok = false; pbad = t; }
     if (!ok) {
       ++bad;
-      printf("row %d (case %d): tok %d/%d amax %d/%d lp %g/%g conf %g/%g mar %g/%g ent %g/%g probs@%d\n", i, i % 20, og.tok[i], oc.tok[i],
+      printf("row %d (case %d): tok %d/%d amax %d/%d lp %g/%g conf %g/%g mar %g/%g ent %g/%g probs@%d\n", i, case_of(i), og.tok[i], oc.tok[i],
              og.amax[i], oc.amax[i], og.lp[i], oc.lp[i], og.conf[i], oc.conf[i], og.mar[i], oc.mar[i], og.ent[i], oc.ent[i], pbad);
     }
   }
@@ -291,8 +306,10 @@ int main(int argc, char** argv) {
     diff = same_bits(og, ob, rows, V);
     bad += diff;
   }
-  printf("V=%d rows=%d dtype=%d stats=%d mode=%s: %d bad rows, fallback %d%s%s\n", V, rows, dtype,
-         stats, argc > 6 ? argv[6] : "default", bad, g_fb_total,
+  char sf[48] = "";
+  if (sf_rows >= 0) snprintf(sf, sizeof sf, " (split %d)", sf_rows);
+  printf("V=%d rows=%d dtype=%d stats=%d mode=%s: %d bad rows, fallback %d%s%s%s\n", V, rows, dtype,
+         stats, argc > 6 ? argv[6] : "default", bad, g_fb_total, sf,
          g_counter_bad ? ", COUNTERS NOT RESET" : "",
          mode_b.empty() ? "" : (diff ? ", PLANS DIFFER" : ", plans equal bit for bit"));
   return (bad || g_counter_bad) ? 1 : 0;

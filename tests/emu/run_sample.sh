@@ -5,12 +5,13 @@
 # Checks the kernels' logic on a machine without a GPU (not speed, not the device libm: exp2f
 # stands for ex2.approx; races: racecheck.sh).
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
-#        tests/emu/run_sample.sh <build dir> --quick                    15 cases (CI, CTest label emu)
+#        tests/emu/run_sample.sh <build dir> --quick                    20 cases (CI, CTest label emu)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
 #   plan's overrides (SamplePlanOverrides: small_plain, small_filter, cta, bpw, fuse, direct, fbpw,
-#   top2, cf_wpc, smem_row, exact_all, filter_grid, split), ban=N (the banned token), hostile=K
+#   top2, cf_wpc, smem_row, exact_all, filter_grid, split, splitfilter), ban=N (the banned token),
+#   wide=1 (rows of wide top-p nuclei), sfrows=N (the split fallback must take >= N rows), hostile=K
 #   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
 #   mask=N (allowed-token masks: 1 dense, 2 sparse; emu_sample.cpp);
 #   "A|B": plan A against the CPU and plan B's outputs equal to A's bit for bit.
@@ -37,7 +38,8 @@ elif [ "${2:-}" = --quick ]; then
             "5000 44 1 1 split=1|split=0" \
             "1025 64 0 0 hostile=0" "1025 64 1 1 hostile=1,small_plain=0,fuse=1" "5000 64 1 0 hostile=2" "40000 64 0 0 hostile=3" \
             "1025 40 0 1 mask=1" "5000 40 1 0 mask=2,small_plain=0,fuse=1" \
-            "40000 22 0 0 mask=1,direct=1" "5000 44 1 1 mask=1,split=1|split=0"; do
+            "40000 22 0 0 mask=1,direct=1" "5000 44 1 1 mask=1,split=1|split=0" \
+            "65536 8 0 0 wide=1,sfrows=3,splitfilter=1|wide=1,splitfilter=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
@@ -75,6 +77,27 @@ else
   for c in "5000 44 0 0 1 split=1|split=0" "5000 44 1 1 0.5 split=1,top2=0|split=0,top2=0" \
            "40000 22 1 0 1 split=1,fbpw=3|split=0" "2048 44 0 1 1 small_filter=0,split=1|small_filter=0,split=0" \
            "151936 22 1 0 1 split=1|split=0" "300000 3 0 1 1 split=1|split=0"; do
+    set -- $c
+    "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
+  done
+  # The split fallback (split_filter.cuh: the wide top-p rows' histogram and boundary pass over
+  # several CTAs per row, then filter_kernel) against filter_kernel alone, bit for bit: 8 rows of
+  # wide nuclei (wide=1: p 0.9 / 0.95, min-p, NaN columns, a digit too wide for the list), both
+  # dtypes, V of 48 + 1 and 64 blocks and 262144, flatter and sharper rows (tscale), masks, the
+  # candidates' finish in either form; guided statistics (never split) and the 22 cases' batch.
+  # At tscale 0.35 / 0.5 a split row's nucleus is narrow enough (830 / 1989 columns from the
+  # boundary digit up) that filter_kernel alone lists all of it instead of its boundary pass.
+  for c in "49153 8 0 0 1 wide=1,sfrows=3,splitfilter=1|wide=1,splitfilter=0" \
+           "49153 8 0 0 0.35 wide=1,sfrows=1,splitfilter=1|wide=1,splitfilter=0" \
+           "65536 8 0 0 0.5 wide=1,sfrows=3,splitfilter=1|wide=1,splitfilter=0" \
+           "49153 8 1 0 0.5 wide=1,sfrows=1,splitfilter=1|wide=1,splitfilter=0" \
+           "65536 8 1 0 2 wide=1,sfrows=3,splitfilter=1|wide=1,splitfilter=0" \
+           "65536 8 0 0 1 wide=1,mask=1,sfrows=3,splitfilter=1|wide=1,mask=1,splitfilter=0" \
+           "65536 8 1 0 1 wide=1,mask=2,sfrows=1,splitfilter=1|wide=1,mask=2,splitfilter=0" \
+           "65536 8 0 0 1 wide=1,sfrows=3,split=0,splitfilter=1|wide=1,split=0,splitfilter=0" \
+           "65536 8 1 1 1 wide=1,splitfilter=1|wide=1,splitfilter=0" \
+           "65536 22 1 0 1 sfrows=1,splitfilter=1|splitfilter=0" \
+           "262144 8 1 0 1 wide=1,sfrows=3|splitfilter=0"; do
     set -- $c
     "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
   done

@@ -1,7 +1,8 @@
-// Shared by the GPU tests of dds_sample (test_gpu_sample.cu, test_gpu_mask.cu): a problem (mixed
-// requests, guidance, -inf / NaN columns, optional allowed-token masks) run on a sampler of either
-// backend with host or device arrays, the generators of mixed and filtered batches, and the
-// comparison of CUDA outputs with the CPU oracle.
+// Shared by the GPU tests (test_gpu_sample.cu, test_gpu_mask.cu; the dtype helpers, the sampler
+// and the host / device arrays also by test_gpu_stash.cu and reliability_common.h): a problem
+// (mixed requests, guidance, -inf / NaN columns, optional allowed-token masks) run on a sampler of
+// either backend with host or device arrays, the generators of mixed and filtered batches (their
+// per-request settings: sample_rows.h), and the comparison of CUDA outputs with the CPU oracle.
 #ifndef DDS_TESTS_GPU_SAMPLE_PROBLEM_H_
 #define DDS_TESTS_GPU_SAMPLE_PROBLEM_H_
 
@@ -17,6 +18,7 @@
 
 #include "cpu/test_util.h"
 #include "dtype.h"
+#include "sample_rows.h"
 
 namespace {
 
@@ -69,13 +71,17 @@ float get_value(const std::vector<uint8_t>& raw, int32_t dt, size_t idx) {
   return dt == DDS_DTYPE_BF16 ? dds::bf16_to_f32(h) : dds::f16_to_f32(h);
 }
 
-dds_sampler* make_sampler(int32_t backend, int32_t V, int32_t max_rows, int32_t max_requests) {
+// max_stash_width < 0: the config's default.
+dds_sampler* make_sampler(int32_t backend, int32_t V, int32_t max_rows, int32_t max_requests,
+                          int32_t max_stash_width = -1, uint32_t flags = 0) {
   dds_sampler_config c;
   REQUIRE(dds_sampler_config_init(&c, sizeof c) == DDS_OK);
   c.backend = backend;
   c.vocab_size = V;
   c.max_rows = max_rows;
   c.max_requests = max_requests;
+  if (max_stash_width >= 0) c.max_stash_width = max_stash_width;
+  c.flags = flags;
   dds_sampler* s = nullptr;
   const dds_status st = dds_create(&c, &s);
   INFO(dds_last_error());
@@ -101,6 +107,13 @@ struct Bound {
     REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
     allocs.push_back(p);
     return static_cast<T*>(p);
+  }
+  // The device array src back into dst (nothing for host arrays).
+  template <class T>
+  void get(std::vector<T>& dst, const T* src) {
+    if (!device || src == nullptr || dst.empty()) return;
+    REQUIRE(cudaMemcpy(dst.data(), src, dst.size() * sizeof(T), cudaMemcpyDeviceToHost) ==
+            cudaSuccess);
   }
 };
 
@@ -230,29 +243,8 @@ Problem make_problem(int32_t V, int32_t rows, int32_t dtype, uint64_t seed, int6
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int32_t r = 0; r < pb.R; ++r) {
     const int32_t n = pb.offs[r + 1] - pb.offs[r];
-    float T = 1.f, g = 0.f, p = 1.f, mp = 0.f;
-    int32_t k = 0, uo = -1;
-    switch (r % 13) {
-      case 0: break;
-      case 1: T = 0.f; break;
-      case 2: T = 0.7f; g = 1.5f; uo = pb.offs[r]; break;
-      case 3: k = 50; break;
-      case 4: T = 1.3f; p = 0.9f; break;
-      case 5: mp = 0.05f; break;
-      case 6: T = 0.8f; k = 20; p = 0.8f; mp = 0.02f; g = -0.5f; uo = pb.offs[r] + 2; break;
-      case 7: p = 0.f; break;
-      case 8: T = 2.f; p = 0.5f; g = 2.f; uo = -1; break;
-      case 9: T = nan; k = -3; p = nan; mp = -1.f; g = kInf; uo = 0; break;
-      case 10: T = 0.5f; g = 1.f; uo = pb.unrows - n + 1; break;  // out of range: flagged
-      case 11: T = 1e-39f; g = 3.f; uo = pb.offs[r]; break;       // 1/T overflows: greedy
-      case 12: T = 1.f; k = 1 + (int32_t)(rng() % 3000); p = 0.95f; break;
-    }
-    pb.T.push_back(T);
-    pb.G.push_back(g);
-    pb.P.push_back(p);
-    pb.MP.push_back(mp);
-    pb.K.push_back(k);
-    pb.uoffs.push_back(uo);
+    const sample_rows::Settings q = sample_rows::mixed(r % 13, pb.offs[r], n, pb.unrows, rng);
+    sample_rows::push(pb, q);
     pb.seeds.push_back(rng());
     pb.steps.push_back((uint32_t)(rng() % 100));
   }
@@ -362,46 +354,14 @@ Problem make_filter_problem(int32_t V, int32_t rows, int32_t dtype, uint64_t see
   pb.logits.assign((size_t)rows * V * esz(dtype), 0);
   pb.uncond.assign((size_t)rows * V * esz(dtype), 0);
   for (int32_t r = 0; r < rows; ++r) {
-    float T = 1.f, g = 0.f, p = 1.f, mp = 0.f, sigma = 2.f;
-    int32_t k = 0, uo = -1;
-    int kind = 0;  // 0 gaussian, 1 flat (all equal), 2 coarse ties, 3 sparse (few finite),
-                   // 4 many ties at the maximum
-    switch (r % 18) {
-      case 0: k = 50; break;
-      case 1: k = 1; break;
-      case 2: k = 1024; break;
-      case 3: p = 0.9f; sigma = 8.f; break;
-      case 4: p = 0.9f; kind = 1; break;
-      case 5: mp = 0.05f; break;
-      case 6: T = 0.7f; k = 50; p = 0.9f; mp = 0.02f; break;
-      case 7: T = 1.3f; p = 0.5f; sigma = 4.f; break;
-      case 8: k = 20; kind = 2; break;
-      case 9: p = 0.f; kind = 4; break;
-      case 10: k = V - 1; break;
-      case 11: mp = 0.9f; sigma = 8.f; break;
-      case 12: p = 0.9f; sigma = 4.f; break;
-      case 13: T = 0.8f; k = 5; g = 1.5f; uo = r; break;
-      case 14: break;
-      case 15: T = 0.f; k = 50; break;
-      case 16: k = 50; p = 0.95f; kind = 3; break;
-      case 17: k = 3; mp = 0.1f; kind = 4; break;
-    }
-    pb.T.push_back(T);
-    pb.G.push_back(g);
-    pb.P.push_back(p);
-    pb.MP.push_back(mp);
-    pb.K.push_back(k);
-    pb.uoffs.push_back(uo);
+    const sample_rows::Settings q = sample_rows::filter(r % 18, r, V);
+    sample_rows::push(pb, q);
     pb.seeds.push_back(rng());
     pb.steps.push_back((uint32_t)(rng() % 100));
     pb.pos.push_back((int32_t)(rng() % 100000));
     for (int32_t t = 0; t < V; ++t) {
-      float v = sigma * nd(rng);
-      if (kind == 1) v = 0.25f;
-      if (kind == 2) v = std::round(v * 2.f) / 2.f;
-      if (kind == 3) v = (rng() % 5000 == 0 || t == V / 2) ? v : -kInf;
-      if (kind == 4) v = (t % 3 == 0) ? 5.f : std::min(v, 4.f);
-      if (kind != 3 && ud(rng) < 0.01f) v = -kInf;
+      float v = sample_rows::filter_logit(q.kind, q.sigma * nd(rng), t, V, rng);
+      if (q.kind != 3 && ud(rng) < 0.01f) v = -kInf;
       put_value(pb.logits, dtype, (size_t)r * V + t, v);
       put_value(pb.uncond, dtype, (size_t)r * V + t, 2.f * nd(rng));
     }

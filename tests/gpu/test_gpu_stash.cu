@@ -18,25 +18,14 @@
 #include <vector>
 
 #include "dtype.h"
+#include "sample_problem.h"  // esz, put_value, make_sampler, Bound, kInf
 
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int32_t kPoisonTok = -777;
 constexpr int32_t kPoisonRank = -999;
 
-size_t esz(int32_t dt) { return dt == DDS_DTYPE_F32 ? 4 : 2; }
-
-void put_value(std::vector<uint8_t>& raw, int32_t dt, size_t idx, float v) {
-  if (dt == DDS_DTYPE_F32) {
-    std::memcpy(&raw[idx * 4], &v, 4);
-  } else {
-    const uint16_t h = dt == DDS_DTYPE_BF16 ? dds::f32_to_bf16(v) : dds::f32_to_f16(v);
-    std::memcpy(&raw[idx * 2], &h, 2);
-  }
-}
-
-struct Problem {
+struct StashProblem {
   int32_t V = 0, rows = 0, R = 0, dtype = DDS_DTYPE_F32, n = 0;
   int64_t stride = 0;
   int32_t num_slots = 0, rows_per_slot = 0, logits_mode = 0;
@@ -57,49 +46,7 @@ struct Out {
   std::vector<float> val;
 };
 
-dds_sampler* make_sampler(int32_t backend, int32_t V, int32_t max_rows, int32_t max_requests,
-                          int32_t width) {
-  dds_sampler_config c;
-  REQUIRE(dds_sampler_config_init(&c, sizeof c) == DDS_OK);
-  c.backend = backend;
-  c.vocab_size = V;
-  c.max_rows = max_rows;
-  c.max_requests = max_requests;
-  c.max_stash_width = width;
-  dds_sampler* s = nullptr;
-  const dds_status st = dds_create(&c, &s);
-  INFO(dds_last_error());
-  REQUIRE(st == DDS_OK);
-  return s;
-}
-
-struct Bound {
-  bool device;
-  std::vector<void*> allocs;
-  explicit Bound(bool d) : device(d) {}
-  ~Bound() {
-    if (device)
-      for (void* p : allocs) cudaFree(p);
-  }
-  template <class T>
-  T* put(const std::vector<T>& v) {
-    if (v.empty()) return nullptr;
-    if (!device) return const_cast<T*>(v.data());
-    void* p = nullptr;
-    REQUIRE(cudaMalloc(&p, v.size() * sizeof(T)) == cudaSuccess);
-    REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-    allocs.push_back(p);
-    return static_cast<T*>(p);
-  }
-  template <class T>
-  void get(std::vector<T>& dst, const T* src) {
-    if (!device || src == nullptr || dst.empty()) return;
-    REQUIRE(cudaMemcpy(dst.data(), src, dst.size() * sizeof(T), cudaMemcpyDeviceToHost) ==
-            cudaSuccess);
-  }
-};
-
-void poison(Out& o, const Problem& pb) {
+void poison(Out& o, const StashProblem& pb) {
   const size_t N = (size_t)pb.num_slots * pb.rows_per_slot * (pb.n + 1);
   o.tok.assign(N, kPoisonTok);
   o.rank.assign(N, kPoisonRank);
@@ -107,7 +54,7 @@ void poison(Out& o, const Problem& pb) {
   o.status.assign(pb.R, -5);
 }
 
-dds_stash_args make_args(const Problem& pb, Bound& b) {
+dds_stash_args make_args(const StashProblem& pb, Bound& b) {
   dds_stash_args a;
   REQUIRE(dds_stash_args_init(&a, sizeof a) == DDS_OK);
   a.num_rows = pb.rows;
@@ -135,7 +82,7 @@ dds_stash_args make_args(const Problem& pb, Bound& b) {
   return a;
 }
 
-Out run(dds_sampler* s, const Problem& pb, bool device) {
+Out run(dds_sampler* s, const StashProblem& pb, bool device) {
   Bound b(device);
   Out o;
   poison(o, pb);
@@ -168,7 +115,7 @@ bool close_value(float g, float c) {
 }
 
 // Compares every output element (poison included: untouched elements must stay poisoned).
-int compare(const Out& g, const Out& c, const Problem& pb, const char* what) {
+int compare(const Out& g, const Out& c, const StashProblem& pb, const char* what) {
   int bad = 0;
   const int E = pb.n + 1;
   for (size_t x = 0; x < c.tok.size(); ++x) {
@@ -191,9 +138,9 @@ int compare(const Out& g, const Out& c, const Problem& pb, const char* what) {
 enum Flavor { kNormal = 0, kTies = 1, kSpecial = 2 };
 
 // Fills a problem: ragged requests, random keep / slots / num_valid / temperatures.
-Problem make_problem(std::mt19937_64& rng, int32_t V, int32_t rows, int32_t R, int32_t dtype,
+StashProblem make_problem(std::mt19937_64& rng, int32_t V, int32_t rows, int32_t R, int32_t dtype,
                      int32_t n, int64_t pad, int keep_one_in, Flavor fl) {
-  Problem pb;
+  StashProblem pb;
   pb.V = V;
   pb.rows = rows;
   pb.R = R;
@@ -268,7 +215,7 @@ Problem make_problem(std::mt19937_64& rng, int32_t V, int32_t rows, int32_t R, i
   return pb;
 }
 
-int check(dds_sampler* cpu, dds_sampler* gpu, const Problem& pb, const char* what) {
+int check(dds_sampler* cpu, dds_sampler* gpu, const StashProblem& pb, const char* what) {
   const Out c = run(cpu, pb, false);
   const Out g = run(gpu, pb, true);
   return compare(g, c, pb, what);
@@ -293,7 +240,7 @@ TEST_CASE("stash parity: V x n x ids x logits mode x dtype (strided rows, ragged
           const int32_t dtype = combo % 3;
           const Flavor fl = (Flavor)(combo % 3 == 2 ? kSpecial : combo % 4 == 1 ? kTies : kNormal);
           const int64_t pad = (combo % 2) ? (V % 2 ? 3 : 5) : 0;
-          Problem pb = make_problem(rng, V, rows, R, dtype, n, pad, 2, fl);
+          StashProblem pb = make_problem(rng, V, rows, R, dtype, n, pad, 2, fl);
           pb.logits_mode = lm;
           pb.use_ids = ids;
           pb.use_nids = ids && (combo % 4 != 3);
@@ -326,7 +273,7 @@ TEST_CASE("stash: allowed-token masks (dense, sparse, all-zero) equal to the CPU
     for (int32_t n : {1, 5, 20})
       for (int variant = 0; variant < 3; ++variant, ++combo) {
         const int32_t dtype = combo % 3;
-        Problem pb = make_problem(rng, V, rows, R, dtype, n, combo % 2 ? 3 : 0, 2, kNormal);
+        StashProblem pb = make_problem(rng, V, rows, R, dtype, n, combo % 2 ? 3 : 0, 2, kNormal);
         pb.use_ids = variant == 1;
         pb.use_nids = variant == 1;
         pb.use_committed = variant == 2;
@@ -364,7 +311,7 @@ TEST_CASE("stash: mostly-skipped batch (1 in 16 kept), defaults (NULL arrays), p
   dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, R, 20);
   dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, R, 20);
   for (int variant = 0; variant < 4; ++variant) {
-    Problem pb = make_problem(rng, V, rows, R, variant % 2 ? DDS_DTYPE_BF16 : DDS_DTYPE_F32,
+    StashProblem pb = make_problem(rng, V, rows, R, variant % 2 ? DDS_DTYPE_BF16 : DDS_DTYPE_F32,
                               variant < 2 ? 5 : 20, 0, 16, kNormal);
     pb.use_offs = false;  // one row per request
     pb.rows_per_slot = 1;
@@ -382,7 +329,7 @@ TEST_CASE("stash: mostly-skipped batch (1 in 16 kept), defaults (NULL arrays), p
     CHECK(check(cpu, gpu, pb, what) == 0);
   }
   // keep = NULL: every request kept
-  Problem pb = make_problem(rng, V, rows, R, DDS_DTYPE_BF16, 20, 0, 1, kTies);
+  StashProblem pb = make_problem(rng, V, rows, R, DDS_DTYPE_BF16, 20, 0, 1, kTies);
   pb.use_keep = false;
   pb.use_offs = false;
   pb.rows_per_slot = 1;
@@ -400,7 +347,7 @@ TEST_CASE("stash: large n (33, 64, 100, 1024) with split rows and merges") {
   int c = 0;
   for (int32_t n : ns)
     for (int ids = 0; ids < 2; ++ids, ++c) {
-      Problem pb = make_problem(rng, V, rows, R, c % 3, n, c % 2, 1, c % 2 ? kTies : kNormal);
+      StashProblem pb = make_problem(rng, V, rows, R, c % 3, n, c % 2, 1, c % 2 ? kTies : kNormal);
       pb.use_ids = ids;
       pb.use_nids = true;
       pb.use_committed = c % 3 == 0;
@@ -412,7 +359,7 @@ TEST_CASE("stash: large n (33, 64, 100, 1024) with split rows and merges") {
   {
     dds_sampler* cpu2 = make_sampler(DDS_BACKEND_CPU, 262144, 2, 2, 1024);
     dds_sampler* gpu2 = make_sampler(DDS_BACKEND_CUDA, 262144, 2, 2, 1024);
-    Problem pb = make_problem(rng, 262144, 2, 2, DDS_DTYPE_BF16, 300, 0, 1, kNormal);
+    StashProblem pb = make_problem(rng, 262144, 2, 2, DDS_DTYPE_BF16, 300, 0, 1, kNormal);
     pb.use_slots = false;
     pb.num_slots = 2;
     CHECK(check(cpu2, gpu2, pb, "V=262144 n=300") == 0);
@@ -429,7 +376,7 @@ TEST_CASE("stash: many kept rows (one chunk per row) and few kept rows of a big 
     const int32_t V = 1025, rows = 4096, R = 1024;
     dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, R, 20);
     dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, R, 20);
-    Problem pb = make_problem(rng, V, rows, R, DDS_DTYPE_BF16, 20, 0, 1, kNormal);
+    StashProblem pb = make_problem(rng, V, rows, R, DDS_DTYPE_BF16, 20, 0, 1, kNormal);
     CHECK(check(cpu, gpu, pb, "4096 x 1025") == 0);
     dds_destroy(cpu);
     dds_destroy(gpu);
@@ -438,7 +385,7 @@ TEST_CASE("stash: many kept rows (one chunk per row) and few kept rows of a big 
     const int32_t V = 262144, rows = 64, R = 64;
     dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, R, 20);
     dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, R, 20);
-    Problem pb = make_problem(rng, V, rows, R, DDS_DTYPE_F32, 20, 0, 16, kNormal);
+    StashProblem pb = make_problem(rng, V, rows, R, DDS_DTYPE_F32, 20, 0, 16, kNormal);
     pb.use_committed = true;
     CHECK(check(cpu, gpu, pb, "64 x 262144, 1 in 16 kept, committed") == 0);
     dds_destroy(cpu);
@@ -451,7 +398,7 @@ TEST_CASE("stash: graph capture, replay with changed keep flags and temperatures
   const int32_t V = 32001, rows = 40, R = 10, n = 5;
   dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, R, 20);
   dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, R, 20);
-  Problem pb = make_problem(rng, V, rows, R, DDS_DTYPE_BF16, n, 0, 2, kNormal);
+  StashProblem pb = make_problem(rng, V, rows, R, DDS_DTYPE_BF16, n, 0, 2, kNormal);
   pb.use_committed = true;
   Bound b(true);
   dds_stash_args a = make_args(pb, b);

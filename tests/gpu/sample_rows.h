@@ -1,0 +1,100 @@
+// The per-request settings of the dds_sample test batches, host code only (no doctest, no CUDA):
+// included by tests/gpu/sample_problem.h (the GPU tests' generators, and through it
+// test_gpu_reliability.cu's) and by tests/emu/emu_sample.cpp (the emulated kernels' batch).
+#ifndef DDS_TESTS_GPU_SAMPLE_ROWS_H_
+#define DDS_TESTS_GPU_SAMPLE_ROWS_H_
+
+#include <stdint.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace sample_rows {
+
+// One request's parameters: temperature, guidance scale, top-p, min-p, top-k, uncond row offset
+// (-1: none); for the filter batches also the logits' sigma and kind (filter_logit).
+struct Settings {
+  float T = 1.f, g = 0.f, p = 1.f, mp = 0.f, sigma = 2.f;
+  int32_t k = 0, uo = -1;
+  int kind = 0;
+};
+
+// Appends s to a problem's per-request arrays T, G, P, MP, K, uoffs.
+template <class Problem>
+void push(Problem& pb, const Settings& s) {
+  pb.T.push_back(s.T);
+  pb.G.push_back(s.g);
+  pb.P.push_back(s.p);
+  pb.MP.push_back(s.mp);
+  pb.K.push_back(s.k);
+  pb.uoffs.push_back(s.uo);
+}
+
+// The 13 settings of the mixed batches (c = 0..12), hostile ones included, for a request of n
+// rows from row `first` with `unrows` uncond rows. Case 12 draws its k from rng.
+inline Settings mixed(int32_t c, int32_t first, int32_t n, int32_t unrows, std::mt19937_64& rng) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Settings s;
+  switch (c) {
+    case 0: break;
+    case 1: s.T = 0.f; break;
+    case 2: s.T = 0.7f; s.g = 1.5f; s.uo = first; break;
+    case 3: s.k = 50; break;
+    case 4: s.T = 1.3f; s.p = 0.9f; break;
+    case 5: s.mp = 0.05f; break;
+    case 6: s.T = 0.8f; s.k = 20; s.p = 0.8f; s.mp = 0.02f; s.g = -0.5f; s.uo = first + 2; break;
+    case 7: s.p = 0.f; break;
+    case 8: s.T = 2.f; s.p = 0.5f; s.g = 2.f; s.uo = -1; break;
+    case 9: s.T = nan; s.k = -3; s.p = nan; s.mp = -1.f; s.g = inf; s.uo = 0; break;
+    case 10: s.T = 0.5f; s.g = 1.f; s.uo = unrows - n + 1; break;  // out of range: flagged
+    case 11: s.T = 1e-39f; s.g = 3.f; s.uo = first; break;       // 1/T overflows: greedy
+    case 12: s.k = 1 + (int32_t)(rng() % 3000); s.p = 0.95f; break;
+  }
+  return s;
+}
+
+// The 18 settings of the filter batches (c = 0..17, one row per request, row r): both paths of
+// the CUDA filter (streaming candidates: peaked rows, small k, min-p; the exact fallback: flat
+// rows, wide nuclei, k = 1024 on sigma-2 rows, ties beyond a list's capacity). kind: 0 gaussian,
+// 1 flat (all equal), 2 coarse ties, 3 sparse (few finite), 4 many ties at the maximum.
+inline Settings filter(int32_t c, int32_t r, int32_t V) {
+  Settings s;
+  switch (c) {
+    case 0: s.k = 50; break;
+    case 1: s.k = 1; break;
+    case 2: s.k = 1024; break;
+    case 3: s.p = 0.9f; s.sigma = 8.f; break;
+    case 4: s.p = 0.9f; s.kind = 1; break;
+    case 5: s.mp = 0.05f; break;
+    case 6: s.T = 0.7f; s.k = 50; s.p = 0.9f; s.mp = 0.02f; break;
+    case 7: s.T = 1.3f; s.p = 0.5f; s.sigma = 4.f; break;
+    case 8: s.k = 20; s.kind = 2; break;
+    case 9: s.p = 0.f; s.kind = 4; break;
+    case 10: s.k = V - 1; break;
+    case 11: s.mp = 0.9f; s.sigma = 8.f; break;
+    case 12: s.p = 0.9f; s.sigma = 4.f; break;
+    case 13: s.T = 0.8f; s.k = 5; s.g = 1.5f; s.uo = r; break;
+    case 14: break;
+    case 15: s.T = 0.f; s.k = 50; break;
+    case 16: s.k = 50; s.p = 0.95f; s.kind = 3; break;
+    case 17: s.k = 3; s.mp = 0.1f; s.kind = 4; break;
+  }
+  return s;
+}
+
+// Column t of a filter row of kind 1..4 from its gaussian draw v (kind 3 draws from rng).
+inline float filter_logit(int kind, float v, int32_t t, int32_t V, std::mt19937_64& rng) {
+  const float inf = std::numeric_limits<float>::infinity();
+  if (kind == 1) v = 0.25f;
+  if (kind == 2) v = std::round(v * 2.f) / 2.f;
+  if (kind == 3) v = (rng() % 5000 == 0 || t == V / 2) ? v : -inf;
+  if (kind == 4) v = (t % 3 == 0) ? 5.f : std::min(v, 4.f);
+  return v;
+}
+
+}  // namespace sample_rows
+
+#endif  // DDS_TESTS_GPU_SAMPLE_ROWS_H_
