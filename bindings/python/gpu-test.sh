@@ -9,9 +9,9 @@
 # fetched), pytest -m gpu (torch f32/bf16, CuPy, parity with the CPU backend, streams, CUDA graph
 # replay), the CPU suite on the same build, and the demo on the GPU.
 #
-# Output: everything goes to stdout; with $OUT set, also to ONE file $OUT/python-gpu.log (the
-# device tool returns at most 8 files: set DDS_PY_GPU_LOG=none when this runs as a step of
-# scripts/gpu/check.sh, whose step log already captures stdout). Full pip / junit logs stay in
+# Output: everything goes to stdout; with $OUT set, also to ONE file $OUT/python-gpu.log (set
+# DDS_PY_GPU_LOG=none when this runs as a step of scripts/gpu/check.sh, whose step log already
+# captures stdout). Full pip / junit logs stay in
 # bindings/python/build/gpu-logs. Exit status: nonzero if the install, a test or the demo fails.
 #
 # Environment: DDS_SWIG_WRAPPER=/path/dds_wrap.c (instead of bindings/python/_generated),

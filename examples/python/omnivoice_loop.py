@@ -21,8 +21,12 @@ codes mean nothing; the shapes, calls and schedule are OmniVoice's.
 
 numpy on the CPU backend; torch on the GPU (the model too) when torch sees a CUDA device and
 libdds has the CUDA backend. `--backend cpu|cuda|auto`, `--frames 40,25,33` (T per request),
-`--steps 24`. Prints the time per step (model / sample / reveal) and exits 0 when every canvas
-is fully revealed, no cell holds the mask token and every step revealed its scheduled count.
+`--steps 24`. Prints the time of every step (model / sample / reveal / whole step, each phase
+ended by a device synchronisation so it can be told apart) and, at the end, their means over
+the steps after the first (which builds the sampler's per-batch arrays and warms up); `--quiet`
+prints the summary only. Exits 0 when every canvas is fully revealed, no cell holds the mask
+token and every step revealed its scheduled count. Timing it on a GPU (summary only: --quiet):
+    python examples/python/omnivoice_loop.py --backend cuda --frames 250,250,250,250 --steps 32
 """
 
 import argparse
@@ -158,7 +162,7 @@ def main():
         ovs.ingest_request(r, cfg)
     rev = dds.Sampler(V, backend=kind, max_rows=C * P, max_requests=R)
     ok_counts = True
-    times = np.zeros(3)
+    times = np.zeros((args.steps, 3))
     for step in range(args.steps):
         t0 = time.perf_counter()
         flat = canvas.reshape(-1)
@@ -184,18 +188,20 @@ def main():
                          outputs=("reveal", "num_revealed"))
         sync()
         t3 = time.perf_counter()
-        times += (t1 - t0, t2 - t1, t3 - t2)
+        times[step] = (t1 - t0, t2 - t1, t3 - t2)
         got = np.asarray(res.num_revealed.cpu() if kind == "cuda" else res.num_revealed)
         ok_counts &= bool(np.array_equal(got, counts))
         if not args.quiet:
             print(f"step {step:2d}  model {1e3 * (t1 - t0):7.2f} ms  sample "
-                  f"{1e3 * (t2 - t1):6.2f} ms  reveal {1e3 * (t3 - t2):6.2f} ms  "
-                  f"revealed {got.tolist()}")
+                  f"{1e3 * (t2 - t1):6.3f} ms  reveal {1e3 * (t3 - t2):6.3f} ms  step "
+                  f"{1e3 * (t3 - t0):7.2f} ms  revealed {got.tolist()}")
     final = np.asarray(canvas.cpu() if kind == "cuda" else canvas)
     left = sum(int((final[r, :C * n] == MASK).sum()) for r, n in enumerate(frames))
-    ms = 1e3 * times / args.steps
+    ms = 1e3 * times[1:].mean(axis=0) if args.steps > 1 else 1e3 * times[0]
     print(f"{'done' if left == 0 and ok_counts else 'NOT done'}: {left} masked cells left; per "
-          f"step: model {ms[0]:.2f} ms, sample {ms[1]:.3f} ms, reveal {ms[2]:.3f} ms")
+          f"step (mean of steps 1..{args.steps - 1}): model {ms[0]:.2f} ms, sample {ms[1]:.3f} "
+          f"ms, reveal {ms[2]:.3f} ms, step {ms.sum():.2f} ms; first step "
+          f"{1e3 * times[0].sum():.2f} ms")
     for r, n in enumerate(frames):
         print(f"   request {r}: codebook 0 {final[r, :min(n, 12)].tolist()} ...")
     ovs.close()

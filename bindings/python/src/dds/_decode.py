@@ -1,5 +1,5 @@
 """Sampler.reveal and Sampler.verify_drafts (dds_reveal, dds_verify_drafts; docs/decoding.md),
-a base class of dds.Sampler that uses its shared helpers (_first_ctx, _row_offsets, _out, ...)."""
+a base class of dds.Sampler that uses its shared helpers (_first_ctx, _rows_and_requests, ...)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,12 @@ class VerifyResult(NamedTuple):
 REVEAL_OUTPUTS = ("reveal", "num_revealed", "finished", "request_status")
 VERIFY_OUTPUTS = ("accepted_counts", "tokens", "logprobs", "request_status")
 REVEAL_POLICIES = {"top_n": 0, "threshold": 1, "factor": 2, "random": 3, "entropy_bound": 4}
+
+# Set by dds._torch_ops.register (torch.compile): torch.compiler.is_compiling and the call that
+# maps reveal / verify_drafts onto torch.ops.dds.* (given the method's locals(): every argument;
+# so the methods have no closure over their locals, which dynamo cannot read); None before.
+_torch_compiling: Any = None
+_torch_traced: Any = None
 
 
 class DecodeCalls:
@@ -115,20 +121,16 @@ class DecodeCalls:
         -------
         RevealResult
         """
+        if _torch_compiling is not None and _torch_compiling():
+            return _torch_traced("reveal", locals())
         h = self._live()
         ctx, sinfo = self._first_ctx(scores, "scores", stream)
         sptr, sinfo = vector(sinfo.obj, "scores", ctx, "float32", None)
         num_rows = sinfo.shape[0]
-        if num_rows > self.max_rows:
-            raise ValueError(f"scores: {num_rows} rows exceed the sampler's max_rows "
-                             f"({self.max_rows})")
+        ptr, R, _ = self._rows_and_requests("scores", num_rows, row_offsets, ctx)
         a = _dds.dds_reveal_args()
         a.num_rows = num_rows
         a.scores = sptr
-        ptr, R, _ = self._row_offsets(row_offsets, num_rows, ctx)
-        if num_rows and R > self.max_requests:
-            raise ValueError(f"row_offsets: {R} requests exceed the sampler's max_requests "
-                             f"({self.max_requests})")
         a.row_offsets = ptr
         a.num_requests = max(R, 1)
         if positions is not None:
@@ -289,6 +291,8 @@ class DecodeCalls:
         -------
         VerifyResult
         """
+        if _torch_compiling is not None and _torch_compiling():
+            return _torch_traced("verify_drafts", locals())
         h = self._live()
         tinfo0 = describe(target_logits, "target_logits")
         if tinfo0 is None:

@@ -132,24 +132,14 @@ def build_sample_args(sampler: Any, shard_cols: Optional[int], logits: Any, kw: 
     linfo, ldt, row_stride = matrix(logits, "logits", ctx, cols, LOGIT_DTYPES, dtype,
                                     info=linfo, cols_what=what)
     num_rows = linfo.shape[0]
-    if num_rows > sampler.max_rows:
-        raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
-                         f"({sampler.max_rows})")
+    ptr, R, _ = sampler._rows_and_requests("logits", num_rows, kw["row_offsets"], ctx)
     a.num_rows = num_rows
     a.logits = linfo.ptr
     if ldt != "float32":
         a.dtype = DTYPE_CODES[ldt]
     a.row_stride = row_stride
-
-    row_offsets = kw["row_offsets"]
-    if row_offsets is None:
-        R = num_rows
-    else:
-        ptr, R, _ = sampler._row_offsets(row_offsets, num_rows, ctx)
+    if ptr:
         a.row_offsets = ptr
-    if num_rows and R > sampler.max_requests:
-        raise ValueError(f"row_offsets: {R} requests exceed the sampler's "
-                         f"max_requests ({sampler.max_requests})")
     a.num_requests = R if R > 1 else 1
     positions = kw["positions"]
     if positions is not None:

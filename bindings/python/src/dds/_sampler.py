@@ -32,7 +32,7 @@ from ._arrays import (
 )
 # Re-exported: the result types and names of every call live here for dds/__init__.py.
 from ._decode import (REVEAL_OUTPUTS, REVEAL_POLICIES, VERIFY_OUTPUTS,  # noqa: F401
-                      DecodeCalls, RevealResult, VerifyResult)
+                      DecodeCalls, RevealResult, VerifyResult, _scalar_value)
 from ._sample import (LOGIT_DTYPES, MAX_PLANS, PLAN_SLOTS, SAMPLE_OUTPUTS,  # noqa: F401
                       build_sample_args, check_float, check_int, make_plan, result_tuple)
 
@@ -77,17 +77,20 @@ _FAST_SCALARS = (int, float)
 _sample_planned = _dds.dds_py_sample_planned
 
 # torch.compiler.is_compiling once torch is loaded and dds's custom ops are registered
-# (enable_torch); None before. Read by Sampler.sample on every call.
+# (enable_torch); None before. Read by Sampler.sample and stash_logprobs on every call.
 _torch_compiling: Any = None
 _torch_traced_sample: Any = None  # dds._torch_ops.traced_sample, set with _torch_compiling
+# dds._torch_ops.traced_call, set with _torch_compiling: stash_logprobs passes it its locals()
+# (every argument; so the method has no closure over its locals, which dynamo cannot read).
+_torch_traced: Any = None
 _IDS = itertools.count(1)
 _LIVE: Dict[int, Any] = {}  # sampler id -> weakref (for the torch custom ops)
 
 
 def enable_torch() -> None:
-    """Registers the torch custom ops (torch.ops.dds.*) and routes Sampler.sample through them
-    while torch.compile traces. Done at `import dds` when torch is already imported, and at
-    Sampler creation otherwise."""
+    """Registers the torch custom ops (torch.ops.dds.*) and routes Sampler.sample, reveal,
+    verify_drafts and stash_logprobs through them while torch.compile traces. Done at
+    `import dds` when torch is already imported, and at Sampler creation otherwise."""
     global _torch_compiling
     if _torch_compiling is None:
         from . import _torch_ops
@@ -117,12 +120,6 @@ def has_cuda() -> bool:
 
 _check_int = check_int
 _check_float = check_float
-
-
-def _scalar_value(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.item()
-    return value
 
 
 class Sampler(DecodeCalls):
@@ -249,6 +246,20 @@ class Sampler(DecodeCalls):
         else:
             ptr, _ = vector(value, name, ctx, dtype, num_requests, alt_dtypes)
             setattr(args, array_field, ptr)
+
+    def _rows_and_requests(self, name: str, num_rows: int, row_offsets: Any,
+                           ctx: CallContext) -> Tuple[int, int, Optional[np.ndarray]]:
+        """The preamble of sample / stash_logprobs / reveal: `num_rows` rows of the array
+        `name` within max_rows, then row_offsets read (_row_offsets) and its requests within
+        max_requests; returns _row_offsets' (pointer or 0, num_requests, host copy)."""
+        if num_rows > self.max_rows:
+            raise ValueError(f"{name}: {num_rows} rows exceed the sampler's max_rows "
+                             f"({self.max_rows})")
+        ptr, R, host = self._row_offsets(row_offsets, num_rows, ctx)
+        if num_rows and R > self.max_requests:
+            raise ValueError(f"row_offsets: {R} requests exceed the sampler's max_requests "
+                             f"({self.max_requests})")
+        return ptr, R, host
 
     def _row_offsets(self, row_offsets: Any, num_rows: int, ctx: CallContext,
                      name: str = "row_offsets") -> Tuple[int, int, Optional[np.ndarray]]:
@@ -527,6 +538,8 @@ class Sampler(DecodeCalls):
         -------
         StashResult
         """
+        if _torch_compiling is not None and _torch_compiling():
+            return _torch_traced("stash_logprobs", locals())
         h = self._live()
         linfo = describe(logits, "logits")
         if linfo is None:
@@ -536,18 +549,12 @@ class Sampler(DecodeCalls):
         linfo, ldt, row_stride = matrix(logits, "logits", ctx, self.vocab_size, _LOGIT_DTYPES,
                                         dtype, info=linfo)
         num_rows = linfo.shape[0]
-        if num_rows > self.max_rows:
-            raise ValueError(f"logits: {num_rows} rows exceed the sampler's max_rows "
-                             f"({self.max_rows})")
+        ptr, R, host_offsets = self._rows_and_requests("logits", num_rows, row_offsets, ctx)
         a = _dds.dds_stash_args()
         a.num_rows = num_rows
         a.logits = linfo.ptr
         a.dtype = DTYPE_CODES[ldt]
         a.row_stride = row_stride
-        ptr, R, host_offsets = self._row_offsets(row_offsets, num_rows, ctx)
-        if num_rows and R > self.max_requests:
-            raise ValueError(f"row_offsets: {R} requests exceed the sampler's max_requests "
-                             f"({self.max_requests})")
         a.row_offsets = ptr
         a.num_requests = max(R, 1)
 
@@ -675,7 +682,7 @@ class Sampler(DecodeCalls):
                 arr = ctx.empty((R,), "int32", fill=0)
             res["request_status"] = arr
             a.request_status = describe(arr, "request_status").ptr  # type: ignore[union-attr]
-        if not any(k in res for k in ("token_ids", "logprobs", "ranks")):
+        if res.keys().isdisjoint(("token_ids", "logprobs", "ranks")):
             raise ValueError("outputs: name at least one of token_ids, logprobs, ranks (or pass "
                              "an out_* array)")
 

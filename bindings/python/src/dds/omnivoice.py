@@ -49,16 +49,22 @@ extra pass over the vocabulary.
 
 Arrays: numpy on the CPU backend, torch tensors (host or CUDA) on the matching backend. The
 per-call arrays of a request batch (row offsets, canvas positions, uncond row offsets and the
-per-request knobs, and the per-cell guidance scale and uncond row the log-probability fix-up
-gathers with) are built once, in the logits' library and on their device, and reused while the
-request ids, their knobs, `seq_lens` and the logits' shapes stay the same, as over the steps of
-a decode loop: such a call copies nothing to the device except `iterations` when they differ
-between requests (equal ones go as one scalar), and dds runs it from a plan (`Sampler.sample`'s
-fast path). This adapter is not meant to be captured in a CUDA graph.
+per-request knobs, and the per-cell guidance scale, uncond row and column pairs the
+log-probability fix-up gathers with) are built once, in the logits' library and on their
+device, and reused while the request ids, their knobs (ingest_request / remove_request of a
+member drops them), `seq_lens` and the logits' shapes stay the same, as over the steps of a
+decode loop. Such a step does no host synchronisation and copies nothing to the device:
+equal `iterations` go as one scalar; iterations that differ between requests live in a cached
+step array, shifted on the device when every request moved by the same amount (a copy from the
+host only when they move unevenly; a tensor of iterations is read on its device). dds runs the
+call from a plan (`Sampler.sample`'s fast path); on torch the fix-up is a fixed handful of ops
+on [cells, 2] (`tests/test_omnivoice_steps.py` counts them). This adapter is not meant to be
+captured in a CUDA graph.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -85,23 +91,23 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
 
 
-def _array_place(x: Any) -> Tuple[str, str]:
-    """(library, device) of an array: what the cached per-batch arrays must match."""
-    if _is_torch(x):
-        return "torch", str(x.device)
-    return type(x).__module__, ""
-
-
 class _Batch:
     """The per-call arrays of one request batch (OmniVoiceSampler._build_batch)."""
 
-    def __init__(self, key: Tuple, like: Any, guided: bool, Pu: int) -> None:
+    def __init__(self, key: Tuple, like: Any, guided: bool, Pu: int, request_ids: Any) -> None:
         self.key, self.guided, self.Pu = key, guided, Pu
+        self.rids = set(request_ids)
         self.torch = _is_torch(like)
         self.device = like.device if self.torch else None
         self.row_offsets = self.positions = self.temperature = self.top_k = self.seed = None
         self.uncond_row_offsets = self.guidance_scale = None
-        self.g_row = self.urow = self.rows = None
+        # the log-probability fix-up's per-cell arrays (_build_batch)
+        self.g_row = self.urow = self.rows = self.cell_guided = None
+        self.col_idx = self.tok_col = None
+        # the step array when iterations differ between requests, and the iterations it holds
+        self.steps: Any = None
+        self.steps_i32: Any = None  # the same memory as int32 (torch)
+        self.steps_host: Optional[np.ndarray] = None
 
     def convert(self, host: np.ndarray) -> Any:
         """A host array as the logits' library holds it on their device (dds takes device
@@ -122,6 +128,51 @@ class _Batch:
         elif host.dtype == np.uint32:
             host = host.view(np.int32)
         return torch.from_numpy(host).to(self.device)
+
+    def step(self, iterations: Any, R: int, C: int) -> Any:
+        """dds's `step` for the requests' iterations: one Python int when they are equal;
+        otherwise the batch's array of C x R steps, shifted on its device when every
+        iteration moved by the same amount since the last call (a decode loop's steps), copied
+        from the host only when they moved unevenly."""
+        if iterations is None:
+            return 0
+        if _is_torch(iterations):
+            if self.torch and self.device.type != "cpu" and iterations.device == self.device:
+                # a device tensor: used there as it is (no host look, so no range check)
+                if tuple(iterations.shape) != (R,):
+                    raise ValueError(f"iterations: {tuple(iterations.shape)} values for {R} "
+                                     f"request ids")
+                return iterations.to(torch_int32()).repeat(C)
+            iterations = iterations.cpu().numpy()  # a host tensor (or another device: syncs)
+        it = np.asarray(iterations, np.int64)
+        if it.shape != (R,):
+            raise ValueError(f"iterations: {it.size} values for {R} request ids")
+        if not R:
+            return 0
+        lo, hi = int(it.min()), int(it.max())
+        if lo < 0 or hi >= 2 ** 32:
+            raise ValueError(f"iterations: must be in [0, 2^32), got {lo if lo < 0 else hi}")
+        if lo == hi:
+            return lo  # one Python int: no array, the plan's scalar
+        last = self.steps_host
+        if last is not None and self.torch:
+            d = it - last
+            if d.min() == d.max():
+                if d[0]:
+                    self.steps_i32.add_(int(d[0]))  # int32 wraps as dds's uint32 does
+                self.steps_host = it
+                return self.steps
+        self.steps = self.convert(np.tile(it.astype(np.uint32), C))
+        if self.torch:  # (a host torch tensor is uint32, which has no add)
+            self.steps_i32 = self.steps.view(torch_int32())
+        self.steps_host = it
+        return self.steps
+
+
+def torch_int32() -> Any:
+    import torch
+
+    return torch.int32
 
 
 class OmniVoiceSampler:
@@ -170,15 +221,22 @@ class OmniVoiceSampler:
     def ingest_request(self, rid: Any, config: Optional[RequestConfig] = None,
                        **knobs: Any) -> None:
         """Register request `rid` with its knobs (a RequestConfig, or its fields as keywords)."""
-        cfg = config or RequestConfig(**knobs)
+        cfg = dataclasses.replace(config) if config is not None else RequestConfig(**knobs)
         if not math.isfinite(cfg.guidance_scale):
             raise ValueError(f"guidance_scale: must be finite, got {cfg.guidance_scale}")
         if not 0.0 < cfg.top_ratio <= 1.0:
             raise ValueError(f"top_ratio: must be in (0, 1], got {cfg.top_ratio}")
         self._configs[rid] = cfg
+        self._forget(rid)
 
     def remove_request(self, rid: Any) -> None:
         self._configs.pop(rid, None)
+        self._forget(rid)
+
+    def _forget(self, rid: Any) -> None:
+        """Drops the cached batch arrays when they hold request `rid`'s knobs."""
+        if self._batch is not None and rid in self._batch.rids:
+            self._batch = None
 
     # -- sampling -------------------------------------------------------------------------------
     def sample(self, request_ids: Sequence[Any], c_logits: Any, u_logits: Any = None,
@@ -214,37 +272,36 @@ class OmniVoiceSampler:
             raise ValueError(f"c_logits: shape {(C, P, V)}, but the sampler was made for "
                              f"{self.num_rows} rows and a vocabulary of {self.vocab_size}")
         R = len(request_ids)
-        cfgs = [self._configs.get(rid, _DEFAULT) for rid in request_ids]
-        u_shape = None if u_logits is None else tuple(u_logits.shape)
-        lens_key = None if seq_lens is None else tuple(seq_lens)
-        key = (tuple(request_ids), lens_key, P, u_shape, _array_place(c_logits),
-               tuple((c.guidance_scale, c.temperature, c.top_ratio, c.seed) for c in cfgs))
+        if seq_lens is not None and hasattr(seq_lens, "tolist"):
+            seq_lens = seq_lens.tolist()  # numpy / torch: a host list (a device tensor syncs)
+        key = (tuple(request_ids), None if seq_lens is None else tuple(seq_lens), P,
+               None if u_logits is None else tuple(u_logits.shape), type(c_logits),
+               getattr(c_logits, "device", None))
         b = self._batch
         if b is None or b.key != key:
+            cfgs = [self._configs.get(rid, _DEFAULT) for rid in request_ids]
             b = self._batch = self._build_batch(key, request_ids, cfgs, c_logits, u_logits,
                                                 seq_lens, C, P, V)
-        iters = [0] * R if iterations is None else [int(i) for i in iterations]
-        if len(iters) != R:
-            raise ValueError(f"iterations: {len(iters)} values for {R} request ids")
-        if R and min(iters) == max(iters):
-            step: Any = iters[0]  # one Python int: no array, the plan's scalar
-        else:
-            step = b.convert(np.tile(np.uint32(iters), C))
+        step = b.step(iterations, R, C)
         flat = c_logits.reshape(C * P, V)
+        u2 = None
         kw: Dict[str, Any] = {}
         if b.guided:
-            kw = dict(uncond_logits=u_logits.reshape(C * b.Pu, V),
-                      uncond_row_offsets=b.uncond_row_offsets, guidance_scale=b.guidance_scale)
+            u2 = u_logits.reshape(C * b.Pu, V)
+            kw = dict(uncond_logits=u2, uncond_row_offsets=b.uncond_row_offsets,
+                      guidance_scale=b.guidance_scale)
         res = self.sampler.sample(
             flat, row_offsets=b.row_offsets, positions=b.positions, temperature=b.temperature,
             top_k=b.top_k, seed=b.seed, step=step,
             banned_token=-1 if self.forbidden_class is None else self.forbidden_class,
             stats="guided", outputs=("tokens", "logprobs"), **kw)
         tokens, logprobs = res.tokens, res.logprobs
+        if b.torch:
+            if self.forbidden_class is not None and P:
+                logprobs = _renormalise_torch(flat, u2, tokens, logprobs, b)
+            return tokens.long().view(C, P), logprobs.view(C, P)
         if self.forbidden_class is not None and P:
-            logprobs = self._renormalise(flat, u_logits, tokens, logprobs, b, C)
-        if _is_torch(tokens):
-            return tokens.long().reshape(C, P), logprobs.reshape(C, P)
+            logprobs = self._renormalise(flat, u2, tokens, logprobs, b)
         return tokens.astype(np.int64).reshape(C, P), logprobs.reshape(C, P)
 
     def _build_batch(self, key: Tuple, request_ids: Sequence[Any], cfgs: List[RequestConfig],
@@ -301,7 +358,7 @@ class OmniVoiceSampler:
         top_k = [max(1, math.ceil(c.top_ratio * V)) for c in cfgs]
         seeds = np.array([c.seed for c in cfgs], np.uint64)
 
-        b = _Batch(key, c_logits, bool(guided.any()), Pu)
+        b = _Batch(key, c_logits, bool(guided.any()), Pu, request_ids)
         b.row_offsets = b.convert(row_offsets.astype(np.int32))
         b.positions = b.convert(positions.astype(np.int32))
         b.temperature = b.convert(np.tile(np.float32(temps), C))
@@ -310,47 +367,41 @@ class OmniVoiceSampler:
         if b.guided:
             b.uncond_row_offsets = b.convert(uoffs.reshape(-1).astype(np.int32))
             b.guidance_scale = b.convert(np.tile(g.astype(np.float32), C))
-        if self.forbidden_class is not None and P:
-            # for _renormalise: each cell's guidance scale and uncond row (0 where unguided,
-            # masked by the scale 0)
+        m = self.forbidden_class
+        if m is not None and P:
+            # the fix-up's per-cell arrays: guidance scale, whether guided, uncond row (0 where
+            # unguided: such a cell reads its conditional logits twice)
             rows = np.arange(C * P)
             u_shift = u_starts - np.where(guided, starts, 0)
-            b.g_row = np.tile(g[seg], C)
-            b.urow = np.where(np.tile(guided[seg], C),
-                              (rows // P) * Pu + rows % P + np.tile(u_shift[seg], C), 0)
-            b.rows = rows
-            if b.torch:
-                b.g_row = b.convert(b.g_row.astype(np.float32))
-                b.urow, b.rows = b.convert(b.urow), b.convert(rows)
+            cell_guided = np.tile(guided[seg], C)
+            g_row = np.tile(g[seg], C)
+            urow = np.where(cell_guided, (rows // P) * Pu + rows % P + np.tile(u_shift[seg], C),
+                            0)
+            if not b.torch:
+                b.g_row, b.urow, b.rows, b.cell_guided = g_row, urow, rows, cell_guided
+                return b
+            # torch: the columns (token, forbidden class) of every cell, the token's written per
+            # step into this cached index array (_renormalise_torch)
+            b.g_row = b.convert(g_row.astype(np.float32)[:, None])
+            b.col_idx = b.convert(np.stack([rows * 0, np.full(C * P, m)], 1))
+            b.tok_col = b.col_idx[:, 0]
+            if b.guided:
+                b.urow = b.convert(urow[:, None])
+                b.cell_guided = None if cell_guided.all() else b.convert(cell_guided[:, None])
         return b
 
-    def _renormalise(self, flat: Any, u_logits: Any, tokens: Any, lp: Any, b: "_Batch",
-                     C: int) -> Any:
-        """dds's log-prob (normalised without the forbidden class) -> OmniVoice's (with it)."""
+    def _renormalise(self, flat: Any, u2: Any, tokens: Any, lp: Any, b: "_Batch") -> Any:
+        """dds's log-prob (normalised without the forbidden class) -> OmniVoice's (with it),
+        numpy, in float64."""
         m = self.forbidden_class
-        g_row, urow, rows, Pu = b.g_row, b.urow, b.rows, b.Pu
-        if b.torch:
-            import torch
-
-            tok = tokens.long()
-            gt = g_row
-            c_tok, c_m = flat[rows, tok].float(), flat[:, m].float()
-            if b.guided:
-                u2 = u_logits.reshape(C * Pu, -1)
-                u_tok, u_m = u2[urow, tok].float(), u2[urow, m].float()
-            else:
-                u_tok, u_m = c_tok, c_m
-            l_tok = c_tok + gt * (c_tok - u_tok)
-            l_m = torch.where(torch.isneginf(c_m) | torch.isneginf(u_m),
-                              torch.full_like(c_m, -math.inf), c_m + gt * (c_m - u_m))
-            corr = torch.log1p(torch.exp(l_m - (l_tok - lp)))
-            return torch.where(torch.isfinite(lp), lp - corr, lp)
+        g_row, urow, rows = b.g_row, b.urow, b.rows
         tok = np.asarray(tokens, np.int64)
         c_tok = flat[rows, tok].astype(np.float64)
         c_m = flat[:, m].astype(np.float64)
         if b.guided:
-            u2 = u_logits.reshape(C * Pu, -1)
-            u_tok, u_m = u2[urow, tok].astype(np.float64), u2[urow, m].astype(np.float64)
+            gd = b.cell_guided
+            u_tok = np.where(gd, u2[urow, tok].astype(np.float64), c_tok)
+            u_m = np.where(gd, u2[urow, m].astype(np.float64), c_m)
         else:
             u_tok, u_m = c_tok, c_m
         with np.errstate(invalid="ignore", over="ignore"):
@@ -359,6 +410,29 @@ class OmniVoiceSampler:
             corr = np.log1p(np.exp(l_m - (l_tok - lp.astype(np.float64))))
             out = np.where(np.isfinite(lp), lp - corr, lp)
         return out.astype(np.float32)
+
+
+def _renormalise_torch(flat: Any, u2: Any, tokens: Any, lp: Any, b: _Batch) -> Any:
+    """_renormalise on torch tensors, in float32 on their device, in a fixed handful of ops: one
+    gather of the (token, forbidden class) logit pair of every cell from c (one from u), the
+    guidance and the -inf rule on [cells, 2], the log1p(exp) correction."""
+    import torch
+
+    b.tok_col.copy_(tokens)  # the cells' columns: (token, forbidden class)
+    cv = flat.gather(1, b.col_idx).float()
+    if b.guided:
+        uv = u2[b.urow, b.col_idx].float()
+        if b.cell_guided is not None:  # unguided cells: u = c, whatever u's rows hold
+            uv = torch.where(b.cell_guided, uv, cv)
+        # l = c + g (c - u); a class -inf in c or u gives -inf, nan or +inf here: all -> -inf
+        lv = torch.nan_to_num(torch.addcmul(cv, b.g_row, cv - uv), nan=-math.inf,
+                              posinf=-math.inf)
+    else:
+        lv = cv
+    l_tok, l_m = lv.unbind(1)
+    # lp - log1p(exp(l_m - LSE'(l))); nan only where l_tok and lp are both -inf (lp stays)
+    corr = torch.nn.functional.softplus(l_m - (l_tok - lp))
+    return lp - torch.nan_to_num(corr, nan=0.0, posinf=math.inf)
 
 
 __all__: List[str] = ["OmniVoiceSampler", "RequestConfig"]
