@@ -255,6 +255,48 @@ def test_torch_cpu_tensors(rng):
     np.testing.assert_allclose(out_lp.numpy(), r_lp, rtol=1e-6, atol=2e-5)
 
 
+def compiled_step_equals_eager(rng, device, mode=None):
+    """A DiffusionGemma step (row stats, EB-sampler acceptance, stash) compiled with
+    fullgraph=True (no graph break: the sampler cache is resolved while tracing) equals the eager
+    step, tokens included. The compiled step runs first, so the trace makes the samplers; with
+    mode="reduce-overhead" it runs three times (warm-up, recording, replay)."""
+    case = stash_case(rng, False, True)
+    (x, cl, src, slots, keep, valid, temps, num_topk, nids, tids, width, lm, S, W) = case
+    n = x.shape[0] // cl
+    canvas_temps = np.linspace(0.0, 1.5, n).astype(np.float32)  # (one greedy canvas)
+    args = tuple(torch.from_numpy(np.ascontiguousarray(a)).to(device)
+                 for a in (x, canvas_temps, temps, src, slots, keep, valid, nids, tids))
+
+    def step(xs, cts, ts, src_, slots_, keep_, valid_, nids_, tids_):
+        am, smp, ent, probs = ddsv.sample_row_stats(xs, cts, cl, 11, torch.float32)
+        accept = ddsv.entropy_bound_accept(ent[:n * cl].view(n, cl), 0.3)
+        ids = torch.full((S, W, width + 1), -7, dtype=torch.int64, device=device)
+        lp = torch.full((S, W, width + 1), 99.0, device=device)
+        rk = torch.full((S, W), -5, dtype=torch.int64, device=device)
+        ddsv.stash_converged_logprobs(xs, cl, src_, slots_, keep_, valid_, ts, num_topk, nids_,
+                                      tids_, ids, lp, rk, lm)
+        return am, smp, ent, probs, accept, ids, lp, rk
+
+    dds._sampler.enable_torch()  # what `import dds` does when torch is imported first
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(step, fullgraph=True, mode=mode)
+        for _ in range(3 if mode else 1):
+            got = [g.clone() for g in compiled(*args)]
+    finally:
+        torch._dynamo.reset()
+    want = step(*args)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+@needs_torch
+@needs_eb
+def test_torch_compile_fullgraph(rng):
+    compiled_step_equals_eager(rng, "cpu")
+
+
 # -- the EB-sampler rule ------------------------------------------------------------------------
 def ref_eb(entropy, bound, valid=None):
     """vLLM's rule: sort by entropy (ties: position), accept while cumsum - cummax <= bound."""
@@ -387,3 +429,10 @@ def test_cuda_matches_cpu_and_replays_in_a_graph(cuda, rng):
     np.testing.assert_array_equal(out_ids.cpu().numpy(), r_ids)
     np.testing.assert_array_equal(out_rk.cpu().numpy(), r_rk)
     np.testing.assert_allclose(out_lp.cpu().numpy(), r_lp, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_cuda_torch_compile_reduce_overhead(cuda, rng):
+    """The DiffusionGemma step compiled with mode="reduce-overhead" (CUDA graphs) on CUDA
+    tensors: replays equal to the eager step."""
+    compiled_step_equals_eager(rng, "cuda", mode="reduce-overhead")

@@ -556,4 +556,6 @@ def register() -> Any:
     _sampler._torch_traced_sample = traced_sample
     _sampler._torch_traced = _decode._torch_traced = traced_call
     _decode._torch_compiling = torch.compiler.is_compiling
+    from . import vllm
+    torch._dynamo.assume_constant_result(vllm._traced_index)
     return torch.compiler.is_compiling

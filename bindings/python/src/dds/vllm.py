@@ -37,6 +37,11 @@ How vLLM's semantics map onto dds:
   The dds samplers and the buffers live in a cache per (array library, backend, device,
   vocabulary); a sampler is created, or replaced by a larger one, only outside CUDA graph
   capture: run each shape once eagerly (vLLM's warm-up does) before capturing.
+- torch.compile: the three functions trace without a graph break (``fullgraph=True``): the
+  dds calls become dds's custom operators, and the
+  sampler a traced shape needs is looked up, or made, while tracing. dds registers those
+  operators at ``import dds`` when torch is already imported, or when a ``dds.Sampler`` is
+  first created: import torch first (a trace that finds them unregistered raises saying so).
 
 Allowed token sets (constrained reads) and the entropy-bound reveal are dds primitives
 (``allowed_token_masks=``, ``Sampler.reveal(policy="entropy_bound")``); where the loaded dds
@@ -52,6 +57,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _decode
+from . import _sampler
 from ._sampler import Sampler
 
 __all__ = ["sample_row_stats", "stash_converged_logprobs", "entropy_bound_accept",
@@ -88,6 +94,9 @@ class _TorchOps:
 
     def capturing(self) -> bool:
         return self.backend == "cuda" and bool(self.t.cuda.is_current_stream_capturing())
+
+    def compiling(self) -> bool:
+        return bool(self.t.compiler.is_compiling())
 
     def empty(self, shape: Tuple[int, ...], dt: Any) -> Any:
         dt = getattr(self.t, dt) if isinstance(dt, str) else dt
@@ -160,6 +169,9 @@ class _NumpyOps:
     def capturing(self) -> bool:
         return False
 
+    def compiling(self) -> bool:
+        return False
+
     def empty(self, shape: Tuple[int, ...], dt: Any) -> Any:
         return np.empty(shape, dtype=dt)
 
@@ -224,6 +236,13 @@ class _NumpyOps:
 def _ops(x: Any) -> Any:
     if type(x).__module__.split(".")[0] == "torch":
         import torch
+        if _sampler._torch_compiling is None:  # dds's torch operators are not registered yet
+            if torch.compiler.is_compiling():
+                raise RuntimeError(
+                    "dds.vllm under torch.compile: dds registers its torch operators at `import "
+                    "dds` when torch is already imported, or when a dds.Sampler is created; "
+                    "import torch before dds (or run the step once eagerly) before compiling")
+            _sampler.enable_torch()
         return _TorchOps(torch, x.device)
     if isinstance(x, np.ndarray):
         return _NumpyOps()
@@ -280,29 +299,59 @@ class _Entry:
         return offs
 
 
-_cache: Dict[Tuple[str, str, int, int], _Entry] = {}  # (array library, backend, device, V)
-_outgrown: List[_Entry] = []  # replaced entries: a captured CUDA graph may still use them
+_entries: List[_Entry] = []  # every entry made (a captured CUDA graph may use a replaced one)
+_cache: Dict[Tuple[str, str, int, int], int] = {}  # (array library, backend, device, V) -> index
 _cache_lock = threading.Lock()
 
 
-def _entry(ops: Any, vocab: int, rows: int, requests: int, width: int = 0) -> _Entry:
+def _index(ops: Any, vocab: int, rows: int, requests: int, width: int) -> int:
+    """The index in _entries of the entry for (ops' library, backend, device, vocab) that fits
+    the call, made or grown here."""
     key = (type(ops).__name__, ops.backend, ops.index, vocab)
     with _cache_lock:
-        e = _cache.get(key)
-        if e is not None and e.fits(rows, requests, width):
-            return e
+        i = _cache.get(key)
+        if i is not None and _entries[i].fits(rows, requests, width):
+            return i
         if ops.capturing():
             raise RuntimeError(
                 f"dds.vllm: a call of {rows} rows, {requests} requests, stash width {width} "
                 f"needs a new dds sampler, which cannot be created during CUDA graph capture; "
                 f"run this shape once before capturing")
-        if e is not None:
-            _outgrown.append(e)
+        if i is not None:
+            e = _entries[i]
             rows, requests, width = (max(rows, e.rows), max(requests, e.requests - 1),
                                      max(width, e.width))
-        e = _Entry(ops, vocab, rows, requests, width)
-        _cache[key] = e
-        return e
+        _entries.append(_Entry(ops, vocab, rows, requests, width))
+        _cache[key] = len(_entries) - 1
+        setattr(_named, f"e{len(_entries) - 1}", _entries[-1])
+        return _cache[key]
+
+
+def _traced_index(backend: str, index: int, vocab: int, rows: int, requests: int,
+                  width: int) -> int:
+    """_index of a torch call while torch.compile traces it, run by the tracer itself
+    (torch._dynamo.assume_constant_result, applied by dds._torch_ops.register): the graph holds
+    the index as a constant."""
+    import torch
+
+    dev = torch.device(backend, index) if backend == "cuda" else torch.device("cpu")
+    return _index(_TorchOps(torch, dev), vocab, rows, requests, width)
+
+
+class _Named:
+    """The entries again, as attributes e0, e1, ...: a trace reads entry i by name, which it
+    finds even when _traced_index made it during the same trace (the trace keeps its first view
+    of a list it has read, so _entries[i] would not be there)."""
+
+
+_named = _Named()
+
+
+def _entry(ops: Any, vocab: int, rows: int, requests: int, width: int = 0) -> _Entry:
+    if ops.compiling():
+        return getattr(_named, "e" + str(_traced_index(ops.backend, ops.index, vocab, rows,
+                                                         requests, width)))
+    return _entries[_index(ops, vocab, rows, requests, width)]
 
 
 def _mask_kw(allowed_token_masks: Any) -> Dict[str, Any]:
@@ -361,7 +410,7 @@ def sample_row_stats(logits: Any, temps: Any, canvas_len: int, seed: int, probs_
     rp = n * cl
     ints = ops.empty((3 * rp,), "int64")
     argmax, sample = ints[:rows], ints[rp:rp + rows]
-    stage = ops.as_int32(ints[2 * rp:])      # int32 [2 * rp]: dds writes here
+    stage = ops.as_int32(ints)[4 * rp:]      # int32 [2 * rp]: dds writes here
     am32, tok32 = stage[:rp], stage[rp:]
     entropy = ops.empty((rows,), "float32")
     probs = ops.empty((rows, vocab), probs_dtype) if probs_dtype is not None else None
