@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allowed.h"  // kernels/common: the allowed-token mask layout
+#include "checks.h"
 #include "internal.h"
 #include "offsets.h"  // kernels/common: the row_offsets rule
 #include "status.h"  // kernels/common: the kernels' names of the DDS_REQ_* bits
@@ -51,139 +52,33 @@ dds_status debug_check_array(Backend& be, const char* fn, const char* name, cons
   return DDS_OK;
 }
 
-const char* bad_temperature(float t) {
-  return (std::isnan(t) || t < 0.f || std::isinf(t)) ? "must be a finite temperature >= 0"
-                                                     : nullptr;
-}
-const char* bad_guidance(float g) {
-  return std::isfinite(g) ? nullptr : "must be a finite guidance scale";
-}
-const char* bad_top_k(int32_t k) { return k < 0 ? "must be >= 0 (0 = off)" : nullptr; }
-const char* bad_top_p(float p) { return std::isnan(p) ? "must not be NaN" : nullptr; }
-const char* bad_min_p(float p) {
-  return (std::isnan(p) || p < 0.f) ? "must be >= 0 (0 = off)" : nullptr;
-}
-
 dds_status validate_sample(dds_sampler* s, dds_sample_args* a, dds_stream stream) {
   const char* fn = "dds_sample";
   const int32_t V = s->config.vocab_size;
   Backend& be = *s->backend;
-  if (a->num_rows < 0)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
-  if (a->num_rows > s->config.max_rows)
-    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
-                a->num_rows, s->config.max_rows);
+  dds_status st = check_num_rows(fn, s, a->num_rows);
+  if (st != DDS_OK) return st;
   if (a->num_rows == 0) return DDS_OK;
-  if (a->num_requests < 1)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
-                a->num_requests);
-  if (a->num_requests > s->config.max_requests)
-    return fail(DDS_ERR_CAPACITY,
-                "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)", fn,
-                a->num_requests, s->config.max_requests);
-  if (a->num_requests > a->num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->num_requests (%d) must be <= num_rows (%d) (every request owns a row; "
-                "leave requests without rows out of the call)",
-                fn, a->num_requests, a->num_rows);
-  if (a->row_offsets == nullptr && a->num_requests != a->num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
-                "num_rows (%d)",
-                fn, a->num_requests, a->num_rows);
-  if (a->logits == nullptr) return fail(DDS_ERR_NULL_POINTER, "%s: args->logits is NULL", fn);
-  if (!dtype_valid(a->dtype))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
-                a->dtype);
-  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V, a->num_rows);
-  if (st != DDS_OK) return st;
-  if (a->uncond_logits != nullptr) {
-    st = resolve_stride(fn, "uncond_row_stride", &a->uncond_row_stride, V, a->uncond_num_rows);
-    if (st != DDS_OK) return st;
-    if (a->uncond_num_rows < 0)
-      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->uncond_num_rows (%d) must be >= 0", fn,
-                  a->uncond_num_rows);
-    if (a->uncond_row_offsets == nullptr && a->uncond_num_rows < a->num_rows)
-      return fail(DDS_ERR_INVALID_ARGUMENT,
-                  "%s: args->uncond_num_rows (%d) must be >= num_rows (%d) when "
-                  "uncond_row_offsets is NULL (uncond rows mirror the logits rows)",
-                  fn, a->uncond_num_rows, a->num_rows);
-  } else if (a->uncond_row_offsets != nullptr) {
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->uncond_row_offsets is given but args->uncond_logits is NULL", fn);
-  }
-  if (!std::isfinite(a->guidance_scale))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->guidance_scale (%g) must be finite", fn,
-                (double)a->guidance_scale);
-  if (const char* r = bad_temperature(a->temperature))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) %s", fn,
-                (double)a->temperature, r);
-  if (const char* r = bad_top_k(a->top_k))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_k (%d) %s", fn, a->top_k, r);
-  if (const char* r = bad_top_p(a->top_p))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_p %s", fn, r);
-  if (const char* r = bad_min_p(a->min_p))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->min_p (%g) %s", fn, (double)a->min_p, r);
-  if (a->banned_token < -1 || a->banned_token >= V)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
-                a->banned_token, V);
-  if (a->stats != DDS_STATS_PROCESSED && a->stats != DDS_STATS_GUIDED)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->stats (%d) must be DDS_STATS_PROCESSED (0) or DDS_STATS_GUIDED (1)", fn,
-                a->stats);
-  st = resolve_mask_stride(be, fn, a->allowed_token_masks, &a->allowed_mask_stride, V,
-                           a->num_requests);
-  if (st != DDS_OK) return st;
-  if (a->probs != nullptr) {
-    if (!dtype_valid(a->probs_dtype))
-      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->probs_dtype (%d) is not a dds_dtype", fn,
-                  a->probs_dtype);
-    st = resolve_stride(fn, "probs_row_stride", &a->probs_row_stride, V, a->num_rows);
-    if (st != DDS_OK) return st;
-  }
-  if (!a->tokens && !a->logprobs && !a->argmax && !a->confidence && !a->margin && !a->entropy &&
-      !a->probs)
-    return fail(DDS_ERR_NULL_POINTER,
-                "%s: no output given: set at least one of args->tokens, logprobs, argmax, "
-                "confidence, margin, entropy, probs",
-                fn);
-  // Alignment and residency of every pointer.
-  struct P {
-    const char* name;
-    const void* p;
-    size_t align;
+  auto full_row = [&](const char* name, int64_t* stride, int32_t rows) {
+    return resolve_stride(fn, name, stride, V, rows);
   };
-  const P ptrs[] = {{"row_offsets", a->row_offsets, 4},
-                    {"positions", a->positions, 4},
-                    {"logits", a->logits, dtype_size(a->dtype)},
-                    {"uncond_logits", a->uncond_logits, dtype_size(a->dtype)},
-                    {"uncond_row_offsets", a->uncond_row_offsets, 4},
-                    {"guidance_scales", a->guidance_scales, 4},
-                    {"temperatures", a->temperatures, 4},
-                    {"top_ks", a->top_ks, 4},
-                    {"top_ps", a->top_ps, 4},
-                    {"min_ps", a->min_ps, 4},
-                    {"seeds", a->seeds, 8},
-                    {"steps", a->steps, 4},
-                    {"tokens", a->tokens, 4},
-                    {"logprobs", a->logprobs, 4},
-                    {"argmax", a->argmax, 4},
-                    {"confidence", a->confidence, 4},
-                    {"margin", a->margin, 4},
-                    {"entropy", a->entropy, 4},
-                    {"probs", a->probs, a->probs ? dtype_size(a->probs_dtype) : 1},
-                    {"request_status", a->request_status, 4}};
-  for (const P& p : ptrs) {
-    st = check_ptr(be, fn, p.name, p.p, p.align);
-    if (st != DDS_OK) return st;
-  }
-  const bool debug = (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0;
-  if (a->row_offsets && debug) {
-    st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
-    if (st != DDS_OK) return st;
-  }
-  if (debug) {
+  if ((st = check_requests(fn, s, a->num_requests, a->num_rows, a->row_offsets)) != DDS_OK ||
+      (st = check_logits(fn, a->logits, a->dtype, &a->row_stride, V, a->num_rows)) != DDS_OK ||
+      (st = check_uncond(fn, a, full_row)) != DDS_OK ||
+      (st = check_guidance_scale(fn, a->guidance_scale)) != DDS_OK ||
+      (st = check_filters(fn, a->temperature, a->top_k, a->top_p, a->min_p)) != DDS_OK ||
+      (st = check_banned_token(fn, a->banned_token, V)) != DDS_OK ||
+      (st = check_stats(fn, a->stats)) != DDS_OK ||
+      (st = resolve_mask_stride(be, fn, a->allowed_token_masks, &a->allowed_mask_stride, V,
+                                a->num_requests)) != DDS_OK ||
+      (st = check_probs(fn, a, full_row)) != DDS_OK ||
+      (st = check_sample_outputs(fn, *a)) != DDS_OK ||
+      (st = check_sample_ptrs(be, fn, *a)) != DDS_OK)
+    return st;
+  if ((st = debug_row_offsets(s, fn, a->row_offsets, a->num_requests, a->num_rows, stream)) !=
+      DDS_OK)
+    return st;
+  if (debug_checks(s)) {
     const int32_t n = a->num_requests;
     if ((st = debug_check_array(be, fn, "temperatures", a->temperatures, n, stream,
                                 bad_temperature)) != DDS_OK ||
@@ -227,11 +122,8 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
   const char* fn = "dds_stash_logprobs";
   const int32_t V = s->config.vocab_size;
   Backend& be = *s->backend;
-  if (a->num_rows < 0)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
-  if (a->num_rows > s->config.max_rows)
-    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
-                a->num_rows, s->config.max_rows);
+  dds_status st = check_num_rows(fn, s, a->num_rows);
+  if (st != DDS_OK) return st;
   if (a->num_top < 0)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_top (%d) must be >= 0", fn, a->num_top);
   if (a->num_top > s->config.max_stash_width)
@@ -239,30 +131,10 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
                 "%s: args->num_top (%d) exceeds the sampler's max_stash_width (%d)", fn,
                 a->num_top, s->config.max_stash_width);
   if (a->num_rows == 0) return DDS_OK;
-  if (a->num_requests < 1)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
-                a->num_requests);
-  if (a->num_requests > s->config.max_requests)
-    return fail(DDS_ERR_CAPACITY,
-                "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)", fn,
-                a->num_requests, s->config.max_requests);
-  if (a->num_requests > a->num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be <= num_rows (%d)",
-                fn, a->num_requests, a->num_rows);
-  if (a->row_offsets == nullptr && a->num_requests != a->num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
-                "num_rows (%d)",
-                fn, a->num_requests, a->num_rows);
-  if (a->logits == nullptr) return fail(DDS_ERR_NULL_POINTER, "%s: args->logits is NULL", fn);
-  if (!dtype_valid(a->dtype))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
-                a->dtype);
-  dds_status st = resolve_stride(fn, "row_stride", &a->row_stride, V, a->num_rows);
-  if (st != DDS_OK) return st;
-  if (const char* r = bad_temperature(a->temperature))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) %s", fn,
-                (double)a->temperature, r);
+  if ((st = check_requests(fn, s, a->num_requests, a->num_rows, a->row_offsets)) != DDS_OK ||
+      (st = check_logits(fn, a->logits, a->dtype, &a->row_stride, V, a->num_rows)) != DDS_OK ||
+      (st = check_temperature(fn, a->temperature)) != DDS_OK)
+    return st;
   if (a->logits_mode != 0 && a->logits_mode != 1)
     return fail(DDS_ERR_INVALID_ARGUMENT,
                 "%s: args->logits_mode (%d) must be 0 (log-probs) or 1 (tempered logits)", fn,
@@ -309,12 +181,10 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
     st = check_ptr(be, fn, p.name, p.p, p.align);
     if (st != DDS_OK) return st;
   }
-  const bool debug = (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0;
-  if (a->row_offsets && debug) {
-    st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream);
-    if (st != DDS_OK) return st;
-  }
-  if (debug) {
+  if ((st = debug_row_offsets(s, fn, a->row_offsets, a->num_requests, a->num_rows, stream)) !=
+      DDS_OK)
+    return st;
+  if (debug_checks(s)) {
     const int32_t n = a->num_requests, ns = a->num_slots, nt = a->num_top;
     if ((st = debug_check_array(be, fn, "temperatures", a->temperatures, n, stream,
                                 bad_temperature)) != DDS_OK)
@@ -360,6 +230,150 @@ dds_status validate_stash(dds_sampler* s, dds_stash_args* a, dds_stream stream) 
 }
 
 }  // namespace
+
+// The shared rules (checks.h).
+dds_status check_num_rows(const char* fn, const dds_sampler* s, int32_t num_rows) {
+  if (num_rows < 0)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, num_rows);
+  if (num_rows > s->config.max_rows)
+    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
+                num_rows, s->config.max_rows);
+  return DDS_OK;
+}
+
+dds_status check_request_count(const char* fn, const dds_sampler* s, int32_t num_requests) {
+  if (num_requests < 1)
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
+                num_requests);
+  if (num_requests > s->config.max_requests)
+    return fail(DDS_ERR_CAPACITY,
+                "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)", fn,
+                num_requests, s->config.max_requests);
+  return DDS_OK;
+}
+
+dds_status check_requests_fit(const char* fn, int32_t num_requests, int32_t num_rows) {
+  if (num_requests > num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->num_requests (%d) must be <= num_rows (%d) (every request owns a row; "
+                "leave requests without rows out of the call)",
+                fn, num_requests, num_rows);
+  return DDS_OK;
+}
+
+dds_status check_requests(const char* fn, const dds_sampler* s, int32_t num_requests,
+                          int32_t num_rows, const int32_t* row_offsets) {
+  dds_status st = check_request_count(fn, s, num_requests);
+  if (st == DDS_OK) st = check_requests_fit(fn, num_requests, num_rows);
+  if (st != DDS_OK) return st;
+  if (row_offsets == nullptr && num_requests != num_rows)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
+                "num_rows (%d)",
+                fn, num_requests, num_rows);
+  return DDS_OK;
+}
+
+dds_status check_dtype(const char* fn, const char* name, int32_t dtype) {
+  if (!dtype_valid(dtype))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%d) is not a dds_dtype (0, 1 or 2)", fn,
+                name, dtype);
+  return DDS_OK;
+}
+
+dds_status check_logits(const char* fn, const void* logits, int32_t dtype, int64_t* row_stride,
+                        int32_t vocab, int32_t num_rows) {
+  if (logits == nullptr) return fail(DDS_ERR_NULL_POINTER, "%s: args->logits is NULL", fn);
+  dds_status st = check_dtype(fn, "dtype", dtype);
+  if (st != DDS_OK) return st;
+  return resolve_stride(fn, "row_stride", row_stride, vocab, num_rows);
+}
+
+dds_status check_guidance_scale(const char* fn, float guidance_scale) {
+  if (!std::isfinite(guidance_scale))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->guidance_scale (%g) must be finite", fn,
+                (double)guidance_scale);
+  return DDS_OK;
+}
+
+dds_status check_temperature(const char* fn, float temperature) {
+  if (const char* r = bad_temperature(temperature))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) %s", fn,
+                (double)temperature, r);
+  return DDS_OK;
+}
+
+dds_status check_filters(const char* fn, float temperature, int32_t top_k, float top_p,
+                         float min_p) {
+  dds_status st = check_temperature(fn, temperature);
+  if (st != DDS_OK) return st;
+  if (const char* r = bad_top_k(top_k))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_k (%d) %s", fn, top_k, r);
+  if (const char* r = bad_top_p(top_p))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_p %s", fn, r);
+  if (const char* r = bad_min_p(min_p))
+    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->min_p (%g) %s", fn, (double)min_p, r);
+  return DDS_OK;
+}
+
+dds_status check_banned_token(const char* fn, int32_t banned_token, int32_t vocab) {
+  if (banned_token < -1 || banned_token >= vocab)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
+                banned_token, vocab);
+  return DDS_OK;
+}
+
+dds_status check_stats(const char* fn, int32_t stats) {
+  if (stats != DDS_STATS_PROCESSED && stats != DDS_STATS_GUIDED)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "%s: args->stats (%d) must be DDS_STATS_PROCESSED (0) or DDS_STATS_GUIDED (1)", fn,
+                stats);
+  return DDS_OK;
+}
+
+dds_status check_sample_outputs(const char* fn, const dds_sample_args& a) {
+  if (!a.tokens && !a.logprobs && !a.argmax && !a.confidence && !a.margin && !a.entropy &&
+      !a.probs)
+    return fail(DDS_ERR_NULL_POINTER,
+                "%s: no output given: set at least one of args->tokens, logprobs, argmax, "
+                "confidence, margin, entropy, probs",
+                fn);
+  return DDS_OK;
+}
+
+dds_status check_sample_ptrs(Backend& be, const char* fn, const dds_sample_args& a) {
+  struct P {
+    const char* name;
+    const void* p;
+    size_t align;
+  };
+  const P ptrs[] = {{"row_offsets", a.row_offsets, 4},
+                    {"positions", a.positions, 4},
+                    {"logits", a.logits, dtype_size(a.dtype)},
+                    {"uncond_logits", a.uncond_logits, dtype_size(a.dtype)},
+                    {"uncond_row_offsets", a.uncond_row_offsets, 4},
+                    {"guidance_scales", a.guidance_scales, 4},
+                    {"temperatures", a.temperatures, 4},
+                    {"top_ks", a.top_ks, 4},
+                    {"top_ps", a.top_ps, 4},
+                    {"min_ps", a.min_ps, 4},
+                    {"seeds", a.seeds, 8},
+                    {"steps", a.steps, 4},
+                    {"tokens", a.tokens, 4},
+                    {"logprobs", a.logprobs, 4},
+                    {"argmax", a.argmax, 4},
+                    {"confidence", a.confidence, 4},
+                    {"margin", a.margin, 4},
+                    {"entropy", a.entropy, 4},
+                    {"probs", a.probs, a.probs ? dtype_size(a.probs_dtype) : 1},
+                    {"request_status", a.request_status, 4}};
+  for (const P& p : ptrs) {
+    dds_status st = check_ptr(be, fn, p.name, p.p, p.align);
+    if (st != DDS_OK) return st;
+  }
+  return DDS_OK;
+}
 
 // Resolves a row stride (0 = vocab) and checks it.
 dds_status resolve_stride(const char* fn, const char* name, int64_t* stride, int32_t vocab,
@@ -528,9 +542,8 @@ DDS_API dds_status dds_stash_args_init(dds_stash_args* args, size_t struct_size)
 }
 
 DDS_API dds_status dds_create(const dds_sampler_config* config, dds_sampler** out) {
-  dds::clear_error();
   if (out) *out = nullptr;
-  return dds::guarded("dds_create", [&]() -> dds_status {
+  return dds::entry("dds_create", [&]() -> dds_status {
     if (!config) return fail(DDS_ERR_NULL_POINTER, "dds_create: config is NULL");
     if (!out) return fail(DDS_ERR_NULL_POINTER, "dds_create: out is NULL");
     if (config->struct_size < dds::kSamplerConfigV1Size)
@@ -581,8 +594,7 @@ DDS_API dds_status dds_create(const dds_sampler_config* config, dds_sampler** ou
 }
 
 DDS_API dds_status dds_destroy(dds_sampler* sampler) {
-  dds::clear_error();
-  return dds::guarded("dds_destroy", [&]() -> dds_status {
+  return dds::entry("dds_destroy", [&]() -> dds_status {
     delete sampler;
     return DDS_OK;
   });
@@ -598,40 +610,20 @@ DDS_API dds_status dds_sampler_backend(const dds_sampler* sampler, int32_t* out)
 
 DDS_API dds_status dds_sample(dds_sampler* sampler, const dds_sample_args* args,
                               dds_stream stream) {
-  dds::clear_error();
-  return dds::guarded("dds_sample", [&]() -> dds_status {
-    dds_sample_args a;
-    dds_status st = dds::load_args("dds_sample", sampler, args, dds::kSampleArgsV1Size,
-                                   "dds_sample_args", "dds_sample_args_init",
-                                   dds_sample_args_init, &a);
-    if (st != DDS_OK) return st;
-    dds::Busy guard(sampler);
-    if (!guard.ok())
-      return fail(DDS_ERR_BUSY,
-                  "dds_sample: sampler is in use by another thread (one call at a time per "
-                  "sampler; create one sampler per thread)");
-    st = dds::validate_sample(sampler, &a, stream);
-    if (st != DDS_OK || a.num_rows == 0) return st;
-    return sampler->backend->sample(a, stream);
-  });
+  return dds::args_entry("dds_sample", sampler, args, stream, dds::kSampleArgsV1Size,
+                         "dds_sample_args", "dds_sample_args_init", dds_sample_args_init,
+                         dds::validate_sample, [&](const dds_sample_args& a) {
+                           return a.num_rows == 0 ? DDS_OK : sampler->backend->sample(a, stream);
+                         });
 }
 
 DDS_API dds_status dds_stash_logprobs(dds_sampler* sampler, const dds_stash_args* args,
                                       dds_stream stream) {
-  dds::clear_error();
-  return dds::guarded("dds_stash_logprobs", [&]() -> dds_status {
-    dds_stash_args a;
-    dds_status st = dds::load_args("dds_stash_logprobs", sampler, args, dds::kStashArgsV1Size,
-                                   "dds_stash_args", "dds_stash_args_init",
-                                   dds_stash_args_init, &a);
-    if (st != DDS_OK) return st;
-    dds::Busy guard(sampler);
-    if (!guard.ok())
-      return fail(DDS_ERR_BUSY, "dds_stash_logprobs: sampler is in use by another thread");
-    st = dds::validate_stash(sampler, &a, stream);
-    if (st != DDS_OK || a.num_rows == 0) return st;
-    return sampler->backend->stash(a, stream);
-  });
+  return dds::args_entry("dds_stash_logprobs", sampler, args, stream, dds::kStashArgsV1Size,
+                         "dds_stash_args", "dds_stash_args_init", dds_stash_args_init,
+                         dds::validate_stash, [&](const dds_stash_args& a) {
+                           return a.num_rows == 0 ? DDS_OK : sampler->backend->stash(a, stream);
+                         });
 }
 
 }  // extern "C"

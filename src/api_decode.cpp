@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allowed.h"
+#include "checks.h"
 #include "cpu_two_level.h"
 #include "internal.h"
 #include "offsets.h"
@@ -309,22 +310,12 @@ dds_status cpu_verify(Backend& cpu, const dds_sampler_config& cfg, const dds_ver
 
 dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream) {
   const char* fn = "dds_reveal";
-  if (a->num_rows < 0)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a->num_rows);
-  if (a->num_rows > s->config.max_rows)
-    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
-                a->num_rows, s->config.max_rows);
-  if (a->num_rows == 0) return DDS_OK;
-  if (a->num_requests < 1 || a->num_requests > a->num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be in [1, num_rows = %d]",
-                fn, a->num_requests, a->num_rows);
-  if (a->num_requests > s->config.max_requests)
-    return fail(DDS_ERR_CAPACITY, "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)",
-                fn, a->num_requests, s->config.max_requests);
-  if (!a->row_offsets && a->num_requests != a->num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
-                "num_rows (%d)", fn, a->num_requests, a->num_rows);
+  dds_status st = check_num_rows(fn, s, a->num_rows);
+  if (st != DDS_OK || a->num_rows == 0) return st;
+  // num_requests <= num_rows is checked before the max_requests capacity here.
+  if ((st = check_requests_fit(fn, a->num_requests, a->num_rows)) != DDS_OK ||
+      (st = check_requests(fn, s, a->num_requests, a->num_rows, a->row_offsets)) != DDS_OK)
+    return st;
   if (!a->scores) return fail(DDS_ERR_NULL_POINTER, "%s: args->scores is NULL", fn);
   if (!a->reveal) return fail(DDS_ERR_NULL_POINTER, "%s: args->reveal is NULL", fn);
   if (a->policy < DDS_REVEAL_TOP_N || a->policy > DDS_REVEAL_ENTROPY_BOUND)
@@ -357,7 +348,7 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream
                 "%s: args->finished with eos_token >= 0 needs args->canvas (the EOS rule reads it)", fn);
   }
   Backend& be = *s->backend;
-  dds_status st = check_ptrs(be, fn, {{"row_offsets", a->row_offsets}, {"positions", a->positions},
+  st = check_ptrs(be, fn, {{"row_offsets", a->row_offsets}, {"positions", a->positions},
                                       {"scores", a->scores}, {"eligible", a->eligible},
                                       {"policies", a->policies}, {"counts", a->counts},
                                       {"steps_left", a->steps_left}, {"thresholds", a->thresholds},
@@ -370,9 +361,9 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream
                                       {"finished", a->finished},
                                       {"request_status", a->request_status}});
   if (st != DDS_OK) return st;
-  if ((s->config.flags & DDS_FLAG_DEBUG_CHECKS) == 0) return DDS_OK;
-  if (a->row_offsets &&
-      (st = check_row_offsets(be, fn, a->row_offsets, a->num_requests, a->num_rows, stream)) != DDS_OK)
+  if (!debug_checks(s)) return DDS_OK;
+  if ((st = debug_row_offsets(s, fn, a->row_offsets, a->num_requests, a->num_rows, stream)) !=
+      DDS_OK)
     return st;
   // The DDS_REQ_BAD_REVEAL_PARAM conditions (the host scalars' rules).
   const int32_t n = a->num_requests;
@@ -406,12 +397,8 @@ dds_status validate_reveal(dds_sampler* s, dds_reveal_args* a, dds_stream stream
 dds_status validate_verify(dds_sampler* s, dds_verify_args* a, dds_stream stream) {
   const char* fn = "dds_verify_drafts";
   const int32_t V = s->config.vocab_size;
-  if (a->num_requests < 1)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
-                a->num_requests);
-  if (a->num_requests > s->config.max_requests)
-    return fail(DDS_ERR_CAPACITY, "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)",
-                fn, a->num_requests, s->config.max_requests);
+  dds_status st = check_request_count(fn, s, a->num_requests);
+  if (st != DDS_OK) return st;
   if (a->num_drafts < 0)
     return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_drafts (%d) must be >= 0", fn, a->num_drafts);
   if ((int64_t)a->num_requests * (a->num_drafts + 1) > s->config.max_rows)
@@ -425,56 +412,45 @@ dds_status validate_verify(dds_sampler* s, dds_verify_args* a, dds_stream stream
     return fail(DDS_ERR_NULL_POINTER, "%s: args->draft_tokens is NULL with num_drafts > 0", fn);
   if (!a->accepted_counts) return fail(DDS_ERR_NULL_POINTER, "%s: args->accepted_counts is NULL", fn);
   if (!a->out_tokens) return fail(DDS_ERR_NULL_POINTER, "%s: args->out_tokens is NULL", fn);
-  if (!dtype_valid(a->dtype))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
-                a->dtype);
-  dds_status st = resolve_stride(fn, "target_row_stride", &a->target_row_stride, V,
-                                 (int64_t)a->num_requests * (a->num_drafts + 1));
-  if (st != DDS_OK) return st;
-  if ((st = resolve_stride(fn, "draft_row_stride", &a->draft_row_stride, V,
-                             (int64_t)a->num_requests * a->num_drafts)) != DDS_OK) return st;
-  if (std::isnan(a->temperature) || a->temperature < 0.f || std::isinf(a->temperature))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->temperature (%g) must be a finite value >= 0",
-                fn, (double)a->temperature);
-  if (a->top_k < 0) return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_k (%d) must be >= 0", fn, a->top_k);
-  if (std::isnan(a->top_p)) return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_p must not be NaN", fn);
-  if (std::isnan(a->min_p) || a->min_p < 0.f)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->min_p (%g) must be >= 0", fn, (double)a->min_p);
-  if (a->banned_token < -1 || a->banned_token >= V)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
-                a->banned_token, V);
+  if ((st = check_dtype(fn, "dtype", a->dtype)) != DDS_OK ||
+      (st = resolve_stride(fn, "target_row_stride", &a->target_row_stride, V,
+                           (int64_t)a->num_requests * (a->num_drafts + 1))) != DDS_OK ||
+      (st = resolve_stride(fn, "draft_row_stride", &a->draft_row_stride, V,
+                           (int64_t)a->num_requests * a->num_drafts)) != DDS_OK ||
+      (st = check_filters(fn, a->temperature, a->top_k, a->top_p, a->min_p)) != DDS_OK ||
+      (st = check_banned_token(fn, a->banned_token, V)) != DDS_OK)
+    return st;
   if ((st = resolve_mask_stride(*s->backend, fn, a->allowed_token_masks,
                                 &a->allowed_mask_stride, V, a->num_requests)) != DDS_OK)
     return st;
-  dds_status pst = check_ptrs(*s->backend, fn,
-                    {{"draft_counts", a->draft_counts}, {"draft_tokens", a->draft_tokens},
-                     {"draft_logits", a->draft_logits}, {"target_logits", a->target_logits},
-                     {"temperatures", a->temperatures}, {"top_ks", a->top_ks},
-                     {"top_ps", a->top_ps}, {"min_ps", a->min_ps}, {"seeds", a->seeds},
-                     {"steps", a->steps}, {"accepted_counts", a->accepted_counts},
-                     {"out_tokens", a->out_tokens}, {"out_logprobs", a->out_logprobs},
-                     {"request_status", a->request_status}});
-  if (pst != DDS_OK) return pst;
-  if (a->draft_counts && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0) {
+  st = check_ptrs(*s->backend, fn,
+                  {{"draft_counts", a->draft_counts}, {"draft_tokens", a->draft_tokens},
+                   {"draft_logits", a->draft_logits}, {"target_logits", a->target_logits},
+                   {"temperatures", a->temperatures}, {"top_ks", a->top_ks},
+                   {"top_ps", a->top_ps}, {"min_ps", a->min_ps}, {"seeds", a->seeds},
+                   {"steps", a->steps}, {"accepted_counts", a->accepted_counts},
+                   {"out_tokens", a->out_tokens}, {"out_logprobs", a->out_logprobs},
+                   {"request_status", a->request_status}});
+  if (st != DDS_OK) return st;
+  if (a->draft_counts && debug_checks(s)) {
     std::vector<int32_t> h;
-    if ((pst = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &h, stream)) != DDS_OK)
-      return pst;
+    if ((st = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &h, stream)) != DDS_OK)
+      return st;
     for (int32_t r = 0; r < a->num_requests; ++r)
       if (h[r] < 0 || h[r] > a->num_drafts)
         return fail(DDS_ERR_INVALID_VALUE,
                     "%s: args->draft_counts[%d] (request %d) = %d must be in [0, num_drafts = %d]",
                     fn, r, r, h[r], a->num_drafts);
   }
-  if (a->num_drafts > 0 && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0) {
+  if (a->num_drafts > 0 && debug_checks(s)) {
     // Draft tokens (DDS_REQ_BAD_TOKEN_ID): each request's first n_r (valid counts: above).
     std::vector<int32_t> d, c;
-    if ((pst = fetch(*s->backend, a->draft_tokens, (size_t)a->num_requests * a->num_drafts, &d,
+    if ((st = fetch(*s->backend, a->draft_tokens, (size_t)a->num_requests * a->num_drafts, &d,
                      stream)) != DDS_OK)
-      return pst;
+      return st;
     if (a->draft_counts &&
-        (pst = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &c, stream)) != DDS_OK)
-      return pst;
+        (st = fetch(*s->backend, a->draft_counts, (size_t)a->num_requests, &c, stream)) != DDS_OK)
+      return st;
     for (int32_t r = 0; r < a->num_requests; ++r)
       for (int32_t i = 0; i < (a->draft_counts ? c[r] : a->num_drafts); ++i) {
         const int32_t t = d[(size_t)r * a->num_drafts + i];
@@ -523,38 +499,24 @@ DDS_API dds_status dds_verify_args_init(dds_verify_args* args, size_t struct_siz
 }
 
 DDS_API dds_status dds_reveal(dds_sampler* sampler, const dds_reveal_args* args, dds_stream stream) {
-  dds::clear_error();
-  return dds::guarded("dds_reveal", [&]() -> dds_status {
-    dds_reveal_args a;
-    dds_status st = dds::load_args("dds_reveal", sampler, args, dds::kRevealArgsV1Size,
-                                   "dds_reveal_args", "dds_reveal_args_init",
-                                   dds_reveal_args_init, &a);
-    if (st != DDS_OK) return st;
-    dds::Busy busy(sampler);
-    if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_reveal: sampler is in use by another thread");
-    st = dds::validate_reveal(sampler, &a, stream);
-    if (st != DDS_OK || a.num_rows == 0) return st;
-    if (sampler->backend->host_readable()) return dds::cpu_reveal(a);
-    return sampler->backend->reveal(a, stream);
-  });
+  return dds::args_entry("dds_reveal", sampler, args, stream, dds::kRevealArgsV1Size,
+                         "dds_reveal_args", "dds_reveal_args_init", dds_reveal_args_init,
+                         dds::validate_reveal, [&](const dds_reveal_args& a) {
+                           if (a.num_rows == 0) return DDS_OK;
+                           if (sampler->backend->host_readable()) return dds::cpu_reveal(a);
+                           return sampler->backend->reveal(a, stream);
+                         });
 }
 
 DDS_API dds_status dds_verify_drafts(dds_sampler* sampler, const dds_verify_args* args,
                                      dds_stream stream) {
-  dds::clear_error();
-  return dds::guarded("dds_verify_drafts", [&]() -> dds_status {
-    dds_verify_args a;
-    dds_status st = dds::load_args("dds_verify_drafts", sampler, args, dds::kVerifyArgsV1Size,
-                                   "dds_verify_args", "dds_verify_args_init",
-                                   dds_verify_args_init, &a);
-    if (st != DDS_OK) return st;
-    dds::Busy busy(sampler);
-    if (!busy.ok_) return fail(DDS_ERR_BUSY, "dds_verify_drafts: sampler is in use by another thread");
-    st = dds::validate_verify(sampler, &a, stream);
-    if (st != DDS_OK) return st;
-    if (sampler->backend->host_readable()) return dds::cpu_verify(*sampler->backend, sampler->config, a);
-    return sampler->backend->verify(a, stream);
-  });
+  return dds::args_entry("dds_verify_drafts", sampler, args, stream, dds::kVerifyArgsV1Size,
+                         "dds_verify_args", "dds_verify_args_init", dds_verify_args_init,
+                         dds::validate_verify, [&](const dds_verify_args& a) {
+                           if (sampler->backend->host_readable())
+                             return dds::cpu_verify(*sampler->backend, sampler->config, a);
+                           return sampler->backend->verify(a, stream);
+                         });
 }
 
 }  // extern "C"

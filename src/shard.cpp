@@ -18,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "checks.h"
 #include "dds/dds_shard.h"
 #include "internal.h"
 #include "shard_params.h"
@@ -214,128 +215,35 @@ dds_status validate(const char* fn, const dds_sampler* s, const dds_sample_args*
                 "%s: args->allowed_token_masks must be NULL: the vocabulary-parallel path does not "
                 "take allowed-token masks (use dds_sample on the full row)",
                 fn);
-  if (a.num_rows < 0)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_rows (%d) must be >= 0", fn, a.num_rows);
-  if (a.num_rows > s->config.max_rows)
-    return fail(DDS_ERR_CAPACITY, "%s: args->num_rows (%d) exceeds the sampler's max_rows (%d)", fn,
-                a.num_rows, s->config.max_rows);
-  if (!std::isfinite(a.guidance_scale))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->guidance_scale (%g) must be finite", fn,
-                (double)a.guidance_scale);
-  if (std::isnan(a.temperature) || a.temperature < 0.f || std::isinf(a.temperature))
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->temperature (%g) must be a finite temperature >= 0", fn,
-                (double)a.temperature);
-  if (a.top_k < 0)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_k (%d) must be >= 0 (0 = off)", fn,
-                a.top_k);
-  if (std::isnan(a.top_p))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->top_p must not be NaN", fn);
-  if (std::isnan(a.min_p) || a.min_p < 0.f)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->min_p (%g) must be >= 0 (0 = off)", fn,
-                (double)a.min_p);
+  dds_status st;
+  if ((st = check_num_rows(fn, s, a.num_rows)) != DDS_OK ||
+      (st = check_guidance_scale(fn, a.guidance_scale)) != DDS_OK ||
+      (st = check_filters(fn, a.temperature, a.top_k, a.top_p, a.min_p)) != DDS_OK)
+    return st;
   c->plan = make_plan(a, sh);
   if (c->plan.num_rounds > DDS_SHARD_MAX_ROUNDS)
     return fail(DDS_ERR_INTERNAL, "%s: plan has too many rounds", fn);
   if (use == Use::Plan || a.num_rows == 0) return DDS_OK;
-  if (a.num_requests < 1)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be >= 1", fn,
-                a.num_requests);
-  if (a.num_requests > s->config.max_requests)
-    return fail(DDS_ERR_CAPACITY,
-                "%s: args->num_requests (%d) exceeds the sampler's max_requests (%d)", fn,
-                a.num_requests, s->config.max_requests);
-  if (a.num_requests > a.num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->num_requests (%d) must be <= num_rows (%d)",
-                fn, a.num_requests, a.num_rows);
-  if (a.row_offsets == nullptr && a.num_requests != a.num_rows)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->row_offsets is NULL (one row per request) but num_requests (%d) != "
-                "num_rows (%d)",
-                fn, a.num_requests, a.num_rows);
+  if ((st = check_requests(fn, s, a.num_requests, a.num_rows, a.row_offsets)) != DDS_OK)
+    return st;
   const bool host = s->backend->host_readable();
-  if (a.row_offsets && (s->config.flags & DDS_FLAG_DEBUG_CHECKS) != 0) {
-    dds_status st = check_row_offsets(*s->backend, fn, a.row_offsets, a.num_requests, a.num_rows,
-                                      nullptr);
-    if (st != DDS_OK) return st;
-  }
+  if ((st = debug_row_offsets(s, fn, a.row_offsets, a.num_requests, a.num_rows, nullptr)) !=
+      DDS_OK)
+    return st;
   const bool need_logits = use == Use::Partial || a.probs != nullptr;
   if (need_logits && a.logits == nullptr)
     return fail(DDS_ERR_NULL_POINTER, "%s: args->logits is NULL", fn);
-  if (!dtype_valid(a.dtype))
-    return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->dtype (%d) is not a dds_dtype (0, 1 or 2)", fn,
-                a.dtype);
-  dds_status st = resolve_slice_stride(fn, "row_stride", &a.row_stride, sh.vocab_slice);
-  if (st != DDS_OK) return st;
-  if (a.uncond_logits != nullptr) {
-    st = resolve_slice_stride(fn, "uncond_row_stride", &a.uncond_row_stride, sh.vocab_slice);
-    if (st != DDS_OK) return st;
-    if (a.uncond_num_rows < 0)
-      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->uncond_num_rows (%d) must be >= 0", fn,
-                  a.uncond_num_rows);
-    if (a.uncond_row_offsets == nullptr && a.uncond_num_rows < a.num_rows)
-      return fail(DDS_ERR_INVALID_ARGUMENT,
-                  "%s: args->uncond_num_rows (%d) must be >= num_rows (%d) when "
-                  "uncond_row_offsets is NULL",
-                  fn, a.uncond_num_rows, a.num_rows);
-  } else if (a.uncond_row_offsets != nullptr) {
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->uncond_row_offsets is given but args->uncond_logits is NULL", fn);
-  }
-  if (a.banned_token < -1 || a.banned_token >= V)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->banned_token (%d) must be -1 (none) or in [0, vocab_size = %d)", fn,
-                a.banned_token, V);
-  if (a.stats != DDS_STATS_PROCESSED && a.stats != DDS_STATS_GUIDED)
-    return fail(DDS_ERR_INVALID_ARGUMENT,
-                "%s: args->stats (%d) must be DDS_STATS_PROCESSED (0) or DDS_STATS_GUIDED (1)", fn,
-                a.stats);
-  if (a.probs != nullptr) {
-    if (!dtype_valid(a.probs_dtype))
-      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->probs_dtype (%d) is not a dds_dtype", fn,
-                  a.probs_dtype);
-    st = resolve_slice_stride(fn, "probs_row_stride", &a.probs_row_stride, sh.vocab_slice);
-    if (st != DDS_OK) return st;
-  }
-  if (use == Use::Finish && !a.tokens && !a.logprobs && !a.argmax && !a.confidence &&
-      !a.margin && !a.entropy && !a.probs)
-    return fail(DDS_ERR_NULL_POINTER,
-                "%s: no output given: set at least one of args->tokens, logprobs, argmax, "
-                "confidence, margin, entropy, probs",
-                fn);
-  struct P {
-    const char* name;
-    const void* p;
-    size_t align;
+  auto slice = [&](const char* name, int64_t* stride, int32_t) {
+    return resolve_slice_stride(fn, name, stride, sh.vocab_slice);
   };
-  const P ptrs[] = {{"row_offsets", a.row_offsets, 4},
-                    {"positions", a.positions, 4},
-                    {"logits", a.logits, dtype_size(a.dtype)},
-                    {"uncond_logits", a.uncond_logits, dtype_size(a.dtype)},
-                    {"uncond_row_offsets", a.uncond_row_offsets, 4},
-                    {"guidance_scales", a.guidance_scales, 4},
-                    {"temperatures", a.temperatures, 4},
-                    {"top_ks", a.top_ks, 4},
-                    {"top_ps", a.top_ps, 4},
-                    {"min_ps", a.min_ps, 4},
-                    {"seeds", a.seeds, 8},
-                    {"steps", a.steps, 4},
-                    {"tokens", a.tokens, 4},
-                    {"logprobs", a.logprobs, 4},
-                    {"argmax", a.argmax, 4},
-                    {"confidence", a.confidence, 4},
-                    {"margin", a.margin, 4},
-                    {"entropy", a.entropy, 4},
-                    {"probs", a.probs, a.probs ? dtype_size(a.probs_dtype) : 1},
-                    {"request_status", a.request_status, 4}};
-  for (const P& p : ptrs) {
-    if (!p.p) continue;
-    if (!aligned(p.p, p.align))
-      return fail(DDS_ERR_INVALID_ARGUMENT, "%s: args->%s (%p) must be aligned to %zu bytes", fn,
-                  p.name, p.p, p.align);
-    st = s->backend->check_pointer(p.p, fn, p.name);
-    if (st != DDS_OK) return st;
-  }
+  if ((st = check_dtype(fn, "dtype", a.dtype)) != DDS_OK ||
+      (st = slice("row_stride", &a.row_stride, a.num_rows)) != DDS_OK ||
+      (st = check_uncond(fn, &a, slice)) != DDS_OK ||
+      (st = check_banned_token(fn, a.banned_token, V)) != DDS_OK ||
+      (st = check_stats(fn, a.stats)) != DDS_OK || (st = check_probs(fn, &a, slice)) != DDS_OK ||
+      (use == Use::Finish && (st = check_sample_outputs(fn, a)) != DDS_OK) ||
+      (st = check_sample_ptrs(*s->backend, fn, a)) != DDS_OK)
+    return st;
   // The top-k cap (host-readable arrays on the CPU backend).
   auto bad_k = [&](int32_t k) { return k > 0 && k > sh.max_top_k && k < V; };
   if (bad_k(a.top_k))
@@ -413,6 +321,22 @@ dds_status check_gathered(const char* fn, Ctx* c) {
   return DDS_OK;
 }
 
+// dds_sample_partial / dds_sample_finish: sampler not NULL, hold it (Busy), validate, then
+// run(c) unless there are no rows.
+template <typename Run>
+dds_status shard_entry(const char* fn, dds_sampler* s, const dds_sample_args* args,
+                       const dds_shard_args* shard, Use use, Run&& run) {
+  return entry(fn, [&]() -> dds_status {
+    if (!s) return fail(DDS_ERR_NULL_POINTER, "%s: sampler is NULL", fn);
+    return exclusive(fn, s, [&]() -> dds_status {
+      Ctx c;
+      dds_status st = validate(fn, s, args, shard, use, &c);
+      if (st != DDS_OK || c.a.num_rows == 0) return st;
+      return run(c);
+    });
+  });
+}
+
 }  // namespace
 }  // namespace dds
 
@@ -434,9 +358,8 @@ DDS_API dds_status dds_shard_args_init(dds_shard_args* shard, size_t struct_size
 
 DDS_API dds_status dds_sample_shard_plan(const dds_sampler* sampler, const dds_sample_args* args,
                                          const dds_shard_args* shard, dds_shard_plan* plan) {
-  dds::clear_error();
   const char* fn = "dds_sample_shard_plan";
-  return dds::guarded(fn, [&]() -> dds_status {
+  return dds::entry(fn, [&]() -> dds_status {
     if (!plan) return fail(DDS_ERR_NULL_POINTER, "%s: plan is NULL", fn);
     if (plan->struct_size < sizeof(dds_shard_plan))
       return fail(DDS_ERR_STRUCT_SIZE,
@@ -465,9 +388,8 @@ DDS_API dds_status dds_sample_record_bytes(const dds_sampler* sampler,
                                            const dds_sample_args* args,
                                            const dds_shard_args* shard, int32_t round,
                                            size_t* bytes) {
-  dds::clear_error();
   const char* fn = "dds_sample_record_bytes";
-  return dds::guarded(fn, [&]() -> dds_status {
+  return dds::entry(fn, [&]() -> dds_status {
     if (!bytes) return fail(DDS_ERR_NULL_POINTER, "%s: bytes is NULL", fn);
     dds::Ctx c;
     dds_status st = dds::validate(fn, sampler, args, shard, dds::Use::Plan, &c);
@@ -483,15 +405,9 @@ DDS_API dds_status dds_sample_record_bytes(const dds_sampler* sampler,
 DDS_API dds_status dds_sample_partial(dds_sampler* sampler, const dds_sample_args* args,
                                       const dds_shard_args* shard, const void* gathered,
                                       void* record_out, dds_stream stream) {
-  dds::clear_error();
   const char* fn = "dds_sample_partial";
-  return dds::guarded(fn, [&]() -> dds_status {
-    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "%s: sampler is NULL", fn);
-    dds::Busy busy(sampler);
-    if (!busy.ok_) return fail(DDS_ERR_BUSY, "%s: sampler is in use by another thread", fn);
-    dds::Ctx c;
-    dds_status st = dds::validate(fn, sampler, args, shard, dds::Use::Partial, &c);
-    if (st != DDS_OK || c.a.num_rows == 0) return st;
+  return dds::shard_entry(fn, sampler, args, shard, dds::Use::Partial, [&](dds::Ctx& c) {
+    dds_status st;
     if (!record_out) return fail(DDS_ERR_NULL_POINTER, "%s: record_out is NULL", fn);
     if (!dds::aligned(record_out, 8))
       return fail(DDS_ERR_INVALID_ARGUMENT, "%s: record_out (%p) must be aligned to 8 bytes", fn,
@@ -520,15 +436,9 @@ DDS_API dds_status dds_sample_partial(dds_sampler* sampler, const dds_sample_arg
 DDS_API dds_status dds_sample_finish(dds_sampler* sampler, const dds_sample_args* args,
                                      const dds_shard_args* shard, const void* gathered,
                                      dds_stream stream) {
-  dds::clear_error();
   const char* fn = "dds_sample_finish";
-  return dds::guarded(fn, [&]() -> dds_status {
-    if (!sampler) return fail(DDS_ERR_NULL_POINTER, "%s: sampler is NULL", fn);
-    dds::Busy busy(sampler);
-    if (!busy.ok_) return fail(DDS_ERR_BUSY, "%s: sampler is in use by another thread", fn);
-    dds::Ctx c;
-    dds_status st = dds::validate(fn, sampler, args, shard, dds::Use::Finish, &c);
-    if (st != DDS_OK || c.a.num_rows == 0) return st;
+  return dds::shard_entry(fn, sampler, args, shard, dds::Use::Finish, [&](dds::Ctx& c) {
+    dds_status st;
     c.gathered = static_cast<const unsigned char*>(gathered);
     if (!c.gathered)
       return fail(DDS_ERR_NULL_POINTER,
