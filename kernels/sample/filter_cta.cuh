@@ -816,7 +816,6 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   }, in_k, [&](float l) { return row::temper(l, invT); }, &lt_unused);
   if (tid == 0) {
     const int token = (token_sel == INT_MAX) ? amax : token_sel;
-    double logprob, conf, margin, ent;
     RowInfo ri;
     ri.empty = 0;
     ri.token = token;
@@ -825,32 +824,14 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     ri.cid = cid;
     ri.amin = amin;
     const float lt = src.l(token);
+    RowStats st;
     if (P.stats_guided) {
-      const double logS = log(Zl);
-      logprob = ((double)lt - (double)Ml) - logS;
-      conf = exp(-logS);
-      const double p2 = (second_l == neg_inf()) ? 0.0 : exp(((double)second_l - (double)Ml) - logS);
-      margin = conf - p2;
-      ent = log(Zl) - El / Zl;
-      ri.mode = 0;
-      ri.use_a = 0;
-      ri.logS = logS;
-      ri.M = Ml;
+      st = row_stats(ri, 0, 0, Ml, log(Zl), Zl, El, lt, second_l != neg_inf(), second_l);
     } else {
-      const double logS = log(Z);
-      logprob = ((double)row::temper(lt, invT) - md) - logS;
-      conf = exp(-logS);
-      const double p2 = (nkept < 2) ? 0.0 : exp(((double)row::temper(second_l, invT) - md) - logS);
-      margin = conf - p2;
-      ent = log(Z) - E / Z;
-      ri.mode = 2;
-      ri.use_a = 1;
-      ri.logS = logS;
-      ri.M = m;
+      st = row_stats(ri, 2, 1, m, log(Z), Z, E, row::temper(lt, invT), nkept >= 2,
+                     row::temper(second_l, invT));
     }
-    if (ent < 0) ent = 0;
-    write_outputs(P, row, token, amax, logprob, conf, margin, ent);
-    P.rowinfo[row] = ri;
+    write_row(P, row, token, amax, st, ri);
   }
 }
 

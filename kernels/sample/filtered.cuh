@@ -22,36 +22,16 @@ __device__ __forceinline__ void filtered_outputs(const SampleParams& P, const Re
   ri.kthr = kthr;
   ri.cid = cid;
   ri.amin = amin;
-  double logprob, conf, margin, ent;
   const float lt = load_l<DT>(P, q, row, token);
+  RowStats st;
   if (P.stats_guided) {
-    const double logS = log(Zl);
-    logprob = ((double)lt - (double)Ml) - logS;
-    conf = exp(-logS);
-    const double p2 = (m2 == neg_inf()) ? 0.0 : exp(((double)m2 - (double)Ml) - logS);
-    margin = conf - p2;
-    ent = logS - El / Zl;
-    ri.mode = 0;
-    ri.use_a = 0;
-    ri.logS = logS;
-    ri.M = Ml;
+    st = row_stats(ri, 0, 0, Ml, log(Zl), Zl, El, lt, m2 != neg_inf(), m2);
   } else {
     const double Z = (double)zf / kMassScale;
-    const double E = (double)ef / kMassScale;
-    const double logS = log(Z);
-    logprob = ((double)row::temper(lt, q.invT) - (double)m) - logS;
-    conf = exp(-logS);
-    const double p2 = (nk < 2) ? 0.0 : exp(((double)row::temper(m2, q.invT) - (double)m) - logS);
-    margin = conf - p2;
-    ent = logS - E / Z;
-    ri.mode = 2;
-    ri.use_a = 1;
-    ri.logS = logS;
-    ri.M = m;
+    st = row_stats(ri, 2, 1, m, log(Z), Z, (double)ef / kMassScale, row::temper(lt, q.invT),
+                   nk >= 2, row::temper(m2, q.invT));
   }
-  if (ent < 0) ent = 0;
-  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
-  P.rowinfo[row] = ri;
+  write_row(P, row, token, amax, st, ri);
 }
 
 // Step 1 and 1b of the candidates' finish, from a row's block records alone, by one warp in a
@@ -381,19 +361,8 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   // as in plain_pass_kernel. The pass is ALU-bound, so no per-value argmax / runner-up work for
   // large grids: finish_filtered re-reads the one block holding the row's maximum (block_top2).
   auto block = [&](int blk, float (&lv)[32]) {
-    float m1 = lv[0];
-#pragma unroll
-    for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
-    float M = warp_max_nan(m1);
-    if (M != M || M == -neg_inf()) {
-      m1 = neg_inf();
-#pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        lv[e] = row::sanitize(lv[e]);
-        m1 = fmaxf(m1, lv[e]);
-      }
-      M = warp_max(m1);
-    }
+    float m1;  // this lane's maximum
+    const float M = warp_block_max(lv, &m1);
     BlockRec rec;
     rec.maxl = M;
     rec.second = neg_inf();

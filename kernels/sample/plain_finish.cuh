@@ -22,42 +22,23 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
   ri.kthr = 0;
   ri.cid = 0;
   ri.amin = 0;
-  double logprob = 0, conf = 1, margin = 1, ent = 0;
+  RowStats st{0, 1, 1, 0};
   if (P.stats_guided) {
-    const double logS = log(Zl);
     float xt = 0.f;
     if (P.logprobs) xt = lt == lt ? lt : load_l<DT>(P, q, row, token);  // l of the token
-    logprob = ((double)xt - (double)Ml) - logS;
-    conf = exp(-logS);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)t.m2 - (double)Ml) - logS);
-    margin = conf - p2;
-    ent = log(Zl) - El / Zl;
-    ri.mode = 0;
-    ri.use_a = 0;
-    ri.logS = logS;
-    ri.M = Ml;
+    st = row_stats(ri, 0, 0, Ml, log(Zl), Zl, El, xt, t.m2 != neg_inf(), t.m2);
   } else if (q.greedy) {
     ri.mode = 1;
     ri.use_a = 0;
     ri.logS = 0;
     ri.M = 0.f;
   } else {
-    const double logS = log(Za);
     float xt = 0.f;
     if (P.logprobs) xt = row::temper(lt == lt ? lt : load_l<DT>(P, q, row, token), q.invT);
-    logprob = ((double)xt - (double)Ma) - logS;
-    conf = exp(-logS);
-    const double p2 = (t.m2 == neg_inf()) ? 0.0 : exp(((double)row::temper(t.m2, q.invT) - (double)Ma) - logS);
-    margin = conf - p2;
-    ent = log(Za) - Ea / Za;
-    ri.mode = 0;
-    ri.use_a = 1;
-    ri.logS = logS;
-    ri.M = Ma;
+    st = row_stats(ri, 0, 1, Ma, log(Za), Za, Ea, xt, t.m2 != neg_inf(),
+                   row::temper(t.m2, q.invT));
   }
-  if (ent < 0) ent = 0;
-  write_outputs(P, row, token, amax, logprob, conf, margin, ent);
-  P.rowinfo[row] = ri;
+  write_row(P, row, token, amax, st, ri);
 }
 
 // The finish of an unfiltered row after plain_pass_kernel (stream order makes its block records

@@ -195,20 +195,8 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
     // values already are l (a block of only -inf included) and every sum is unchanged.
     // The argmax, the runner-up and their columns are not found here: the finish re-reads the
     // one block that holds the row's maximum (plain_finish_kernel).
-    float m1 = lv[0];
-#pragma unroll
-    for (int e = 1; e < 32; ++e) m1 = fmax_nan(m1, lv[e]);
-    M = warp_max_nan(m1);
-    if (M != M || M == -neg_inf()) {
-      // (row::sanitize in place is exactly what load_block_l<DT, true> would have produced)
-      m1 = neg_inf();
-#pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        lv[e] = row::sanitize(lv[e]);
-        m1 = fmaxf(m1, lv[e]);
-      }
-      M = warp_max(m1);
-    }
+    // (row::sanitize in place is exactly what load_block_l<DT, true> would have produced)
+    M = warp_block_max(lv);
     rec = block_sums(P, q, M, [&](int e) { return lv[e]; });
   }
   if (lane == 0) P.recs[(long long)row * P.nblocks + blk] = rec;

@@ -290,6 +290,29 @@ __device__ __forceinline__ float warp_max_nan(float v) {
   return v;
 }
 
+// The warp's maximum over its lanes' N values of l, NaN-propagating (fmax_nan): a NaN or +inf
+// anywhere (values loaded raw) sanitises lv in place (row::sanitize, docs §2) and takes the
+// maximum again; unchanged values are the ones row::sanitize leaves alone. *lane_max (optional):
+// this lane's maximum of the values as they are left.
+template <int N>
+__device__ __forceinline__ float warp_block_max(float (&lv)[N], float* lane_max = nullptr) {
+  float m = lv[0];
+#pragma unroll
+  for (int e = 1; e < N; ++e) m = fmax_nan(m, lv[e]);
+  float M = warp_max_nan(m);
+  if (M != M || M == -neg_inf()) {
+    m = neg_inf();
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      lv[e] = row::sanitize(lv[e]);
+      m = fmaxf(m, lv[e]);
+    }
+    M = warp_max(m);
+  }
+  if (lane_max) *lane_max = m;
+  return M;
+}
+
 __device__ __forceinline__ float fexp(float d) { return exp2f(d * 1.4426950408889634f); }
 
 }  // namespace ksample

@@ -32,7 +32,6 @@ __device__ __forceinline__ float small_load(const SampleParams& P, const Req& q,
                                             int lane, float (&lv)[NG * Elt<DT>::VEC]) {
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
-  constexpr int N = NG * VEC;
   const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
   const bool vec = P.vec_ok != 0;
   if (!q.guided) {
@@ -51,20 +50,7 @@ __device__ __forceinline__ float small_load(const SampleParams& P, const Req& q,
     }
   }
   ban_block<DT>(P, q, blk, lane, lv);
-  float m = lv[0];
-#pragma unroll
-  for (int e = 1; e < N; ++e) m = fmax_nan(m, lv[e]);
-  float M = warp_max_nan(m);
-  if (M != M || M == -neg_inf()) {  // (unguided rows only: guided ones were sanitised as loaded)
-    m = neg_inf();
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      lv[e] = row::sanitize(lv[e]);
-      m = fmaxf(m, lv[e]);
-    }
-    M = warp_max(m);
-  }
-  return M;
+  return warp_block_max(lv);  // (only unguided rows can need the sanitising: guided ones were)
 }
 
 // The lane's first column holding the block maximum M and the block's runner-up (multiset), as
