@@ -66,37 +66,32 @@ struct Params {
   uint64_t* ws_tie;  // scratch [num_rows]: (position, row) tie-break image
 };
 
+// The CTA's reduction of v by op (a butterfly in each warp, then the warps' results in warp
+// order from red[kThreads / 32], starting from init): every thread gets it. The barriers around
+// it let the caller reuse red right after.
+template <typename T, typename Op>
+__device__ __forceinline__ T block_reduce(T v, T* red, T init, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T t = init;
+  for (int w = 0; w < kThreads / 32; ++w) t = op(t, red[w]);
+  __syncthreads();
+  return t;
+}
+struct AddOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
 __device__ __forceinline__ int32_t block_sum(int32_t v, int32_t* red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  int32_t t = 0;
-  for (int w = 0; w < kThreads / 32; ++w) t += red[w];
-  __syncthreads();
-  return t;
+  return block_reduce(v, red, 0, AddOp{});
 }
-
 __device__ __forceinline__ double block_sum_d(double v, double* red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  double t = 0;
-  for (int w = 0; w < kThreads / 32; ++w) t += red[w];
-  __syncthreads();
-  return t;
+  return block_reduce(v, red, 0.0, AddOp{});
 }
-
 __device__ __forceinline__ int32_t block_min(int32_t v, int32_t* red) {
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  int32_t t = INT32_MAX;
-  for (int w = 0; w < kThreads / 32; ++w) t = min(t, red[w]);
-  __syncthreads();
-  return t;
+  return block_reduce(v, red, (int32_t)INT32_MAX, [](int32_t a, int32_t b) { return min(a, b); });
 }
 
 // Order-preserving 64-bit image of a ranking key (larger key -> larger integer; -0 == +0).
