@@ -571,6 +571,28 @@ __device__ __forceinline__ void argmax_block(double* v, int32_t* i, double* sv, 
   *i = bi;
 }
 
+// The CTA's Gumbel-max draw among ids [lo, hi) (thread t takes lo + t, lo + t + blockDim.x, ...):
+// the id maximising log w + G(seed, step, pos, id, salt) over the ids of positive weight w =
+// weight(id), ties to the lower id; -1 when no weight is positive. Every thread gets it.
+template <class Weight>
+__device__ __forceinline__ int32_t gumbel_pick(int32_t lo, int32_t hi, const Req& q, uint32_t pos,
+                                               uint32_t salt, const Weight& weight, double* s_v,
+                                               int32_t* s_i) {
+  double bv = 0;
+  int32_t bi = -1;
+  for (int32_t t = lo + threadIdx.x; t < hi; t += blockDim.x) {
+    const double w = weight(t);
+    if (!(w > 0)) continue;
+    const double v = log(w) + gumbel(q.seed, q.step, pos, (uint32_t)t, salt);
+    if (better(v, t, bv, bi)) {
+      bv = v;
+      bi = t;
+    }
+  }
+  argmax_block(&bv, &bi, s_v, s_i);
+  return bi;
+}
+
 __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
   __shared__ Decision s_d;
   __shared__ int32_t s_any;
@@ -594,20 +616,10 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
   __syncthreads();
   const bool use_resid = d.residual && s_any != 0;
   const int32_t i = d.acc;
-  // Winning block.
-  double bv = 0;
-  int32_t bi = -1;
-  for (int32_t b = threadIdx.x; b < P.nblocks; b += blockDim.x) {
-    const double s = use_resid ? bs[b].resid : bs[b].p;
-    if (!(s > 0)) continue;
-    const double v =
-        log(s) + gumbel(q.seed, q.step, (uint32_t)i, (uint32_t)b, kSaltVerifyBlock);
-    if (better(v, b, bv, bi)) {
-      bv = v;
-      bi = b;
-    }
-  }
-  argmax_block(&bv, &bi, s_v, s_i);
+  // Winning block, then the token in it.
+  const int32_t bi = gumbel_pick(0, P.nblocks, q, (uint32_t)i, kSaltVerifyBlock, [&](int32_t b) {
+    return use_resid ? bs[b].resid : bs[b].p;
+  }, s_v, s_i);
   const RowRef tw = target_row(P, r, i, q);
   const RowInfo ti = target_info(P, r, i);
   RowRef dw = tw;
@@ -618,23 +630,14 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
   }
   int32_t tok = 0;  // every weight zero: token 0 (as the CPU's two-level sampler)
   if (bi >= 0) {
-    double tv = 0;
-    int32_t ti_best = -1;
     const int32_t lo = bi * kBlockSize, hi = min(P.V, lo + kBlockSize);
-    for (int32_t t = lo + threadIdx.x; t < hi; t += blockDim.x) {
-      const float pt = prob_of(tw, ti, q.minp, t, P.V);
+    const int32_t t = gumbel_pick(lo, hi, q, (uint32_t)i, kSaltVerifyToken, [&](int32_t c) {
+      const float pt = prob_of(tw, ti, q.minp, c, P.V);
       double wgt = (double)pt;
-      if (use_resid) wgt = (double)pt - (double)prob_of(dw, di, q.minp, t, P.V);
-      if (!(wgt > 0)) continue;
-      const double v =
-          log(wgt) + gumbel(q.seed, q.step, (uint32_t)i, (uint32_t)t, kSaltVerifyToken);
-      if (better(v, t, tv, ti_best)) {
-        tv = v;
-        ti_best = t;
-      }
-    }
-    argmax_block(&tv, &ti_best, s_v, s_i);
-    if (ti_best >= 0) tok = ti_best;
+      if (use_resid) wgt = (double)pt - (double)prob_of(dw, di, q.minp, c, P.V);
+      return wgt;
+    }, s_v, s_i);
+    if (t >= 0) tok = t;
   }
   // Outputs (n + 1 entries per request) and the request's status.
   const int32_t W = P.n + 1;
