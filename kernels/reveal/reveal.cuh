@@ -110,6 +110,21 @@ __device__ __forceinline__ uint64_t tie_key(int32_t pos, int32_t j) {
   return ((uint64_t)(~up) << 32) | (uint64_t)(~(uint32_t)j);
 }
 
+// Binary search: the largest n in [1, m] with pass(n), for a pass that holds up to some n and
+// fails after it (1 when only pass(1) can hold; pass(1) is not called).
+template <class Pass>
+__device__ __forceinline__ int32_t last_pass(int32_t m, const Pass& pass) {
+  int32_t lo = 1, hi = m;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (pass(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 struct SelSmem {
   uint32_t hist[256];
   uint64_t chosen;
@@ -303,15 +318,7 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
         const double sum = block_sum_d(local, s_red_d) + (double)krem * fmax(0.0, -key_from_ord(kv));
         return sum <= (double)bound;
       };
-      int32_t lo = 1, hi = m;
-      while (lo < hi) {
-        const int32_t mid = lo + (hi - lo + 1) / 2;
-        if (pass(mid))
-          lo = mid;
-        else
-          hi = mid - 1;
-      }
-      n = lo;
+      n = last_pass(m, pass);
     } else {
       // FACTOR: the largest n with c_k >= 1 - f / (k + 1) for every 2 <= k <= n (at least 1).
       // For f >= 0 the test is monotone in k (c_k falls, the bound rises): binary search over
@@ -323,15 +330,7 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
         return c >= 1.0 - (double)f / (double)(k + 1);
       };
       if (f >= 0.f) {
-        int32_t lo = 1, hi = m;
-        while (lo < hi) {
-          const int32_t mid = lo + (hi - lo + 1) / 2;
-          if (pass(mid))
-            lo = mid;
-          else
-            hi = mid - 1;
-        }
-        n = lo;
+        n = last_pass(m, pass);
       } else {
         n = 1;
         while (n < m && pass(n + 1)) ++n;
