@@ -467,13 +467,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
       }
       if (P.want_stats && P.stats_guided) {
         float s = 0.f, en = 0.f;
-#pragma unroll
-        for (int e = 0; e < 32; ++e) {
-          const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
-          const float x = ex2(d);
-          s += x;
-          en = fmaf(x, d, en);
-        }
+        exp_terms<32>([&](int e) { return lv[e]; }, M, s, en);
         rec.sl = warp_sum(s);
         rec.el = warp_sum(en) * kLn2;
       }

@@ -28,13 +28,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
       // a == l: one exp pass serves sampling and both statistics modes.
       float s = 0.f, en = 0.f;
       if (want_e || P.stats_guided) {
-#pragma unroll
-        for (int e = 0; e < N; ++e) {
-          const float d = fmaxf((get(e) - M) * kLog2e, -1000.f);
-          const float x = ex2(d);
-          s += x;
-          en = fmaf(x, d, en);
-        }
+        exp_terms<N>(get, M, s, en);
         en = warp_sum(en) * kLn2;
       } else {
 #pragma unroll
@@ -51,13 +45,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
         const float invT = q.invT;
         float s = 0.f, en = 0.f;
         if (want_e) {
-#pragma unroll
-          for (int e = 0; e < N; ++e) {
-            const float d = fmaxf((row::temper(get(e), invT) - ma) * kLog2e, -1000.f);
-            const float x = ex2(d);
-            s += x;
-            en = fmaf(x, d, en);
-          }
+          exp_terms<N>([&](int e) { return row::temper(get(e), invT); }, ma, s, en);
           rec.ea = warp_sum(en) * kLn2;
         } else {
 #pragma unroll
@@ -67,13 +55,7 @@ __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req&
       }
       if (P.want_stats && P.stats_guided) {
         float s = 0.f, en = 0.f;
-#pragma unroll
-        for (int e = 0; e < N; ++e) {
-          const float d = fmaxf((get(e) - M) * kLog2e, -1000.f);
-          const float x = ex2(d);
-          s += x;
-          en = fmaf(x, d, en);
-        }
+        exp_terms<N>(get, M, s, en);
         rec.sl = warp_sum(s);
         rec.el = warp_sum(en) * kLn2;
       }
