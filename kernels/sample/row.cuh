@@ -313,21 +313,6 @@ __device__ __forceinline__ float warp_block_max(float (&lv)[N], float* lane_max 
   return M;
 }
 
-// A lane's exponential sums over its N values x(e) relative to m: s += 2^d and en += 2^d d with
-// d = max((x - m) log2 e, -1000) (the entropy term in base 2; the caller scales by ln 2). Every
-// block record's sums take this one arithmetic.
-template <int N, class X>
-__device__ __forceinline__ void exp_terms(const X& x, float m, float& s, float& en) {
-  constexpr float kLog2e = 1.4426950408889634f;
-#pragma unroll
-  for (int e = 0; e < N; ++e) {
-    const float d = fmaxf((x(e) - m) * kLog2e, -1000.f);
-    const float v = ex2(d);
-    s += v;
-    en = fmaf(v, d, en);
-  }
-}
-
 __device__ __forceinline__ float fexp(float d) { return exp2f(d * 1.4426950408889634f); }
 
 }  // namespace ksample

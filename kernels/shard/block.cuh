@@ -145,13 +145,7 @@ __device__ void block_pass(const Call& c, const RowCtx& r, int blk, int lane, Bl
   }
   if (M != neg_inf()) {
     float s = 0.f, en = 0.f;
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const float d = fmaxf((lv[e] - M) * kLog2e, -1000.f);
-      const float x = ex2(d);
-      s += x;
-      en = fmaf(x, d, en);
-    }
+    exp_terms<32>([&](int e) { return lv[e]; }, M, s, en);
     s = warp_sum(s);
     en = warp_sum(en) * kLn2;
     if (KEPT) {
@@ -163,13 +157,7 @@ __device__ void block_pass(const Call& c, const RowCtx& r, int blk, int lane, Bl
       if (r.sep) {
         const float ma = xf(M, false, r.invT);
         float s2 = 0.f, en2 = 0.f;
-#pragma unroll
-        for (int e = 0; e < 32; ++e) {
-          const float d = fmaxf((xf(lv[e], false, r.invT) - ma) * kLog2e, -1000.f);
-          const float x = ex2(d);
-          s2 += x;
-          en2 = fmaf(x, d, en2);
-        }
+        exp_terms<32>([&](int e) { return xf(lv[e], false, r.invT); }, ma, s2, en2);
         rec.sa = warp_sum(s2);
         rec.ea = warp_sum(en2) * kLn2;
       } else {
