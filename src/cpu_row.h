@@ -81,25 +81,21 @@ struct RequestParams {
 // rows_in_request < 0: the request's row offsets are flagged (it owns no rows): never guided.
 inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t rows_in_request) {
   RequestParams q;
-  const rule::Tempering t = rule::temperature(a.temperatures ? a.temperatures[r] : a.temperature, &q.status);
-  q.T = t.T;
-  q.greedy = t.greedy;
-  q.invT = t.invT;
-  const float g = rule::guidance(a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale, &q.status);
-  q.g = g;
-  const bool listed = a.uncond_row_offsets != nullptr;
-  const bool want = a.uncond_logits != nullptr && g != 0.f;  // (the offsets are read only then)
-  int64_t first = !want ? 0
-                  : listed ? (int64_t)a.uncond_row_offsets[r]
-                           : (int64_t)(a.row_offsets ? a.row_offsets[r] : r);
-  q.guided = rule::guided(want, g, listed, &first, rows_in_request,
-                          a.uncond_num_rows, rows_in_request >= 0, &q.status);
-  q.uncond_first = q.guided ? first : 0;
-  q.k = rule::top_k(a.top_ks ? a.top_ks[r] : a.top_k, &q.status);
-  q.p = rule::top_p(a.top_ps ? a.top_ps[r] : a.top_p, &q.status);
-  q.min_p = rule::min_p(a.min_ps ? a.min_ps[r] : a.min_p, &q.status);
-  q.seed = a.seeds ? a.seeds[r] : a.seed;
-  q.step = a.steps ? a.steps[r] : a.step;
+  const rule::Sampling s = rule::sampling(a, r, &q.status);
+  q.T = s.t.T;
+  q.greedy = s.t.greedy;
+  q.invT = s.t.invT;
+  q.g = s.g;
+  int64_t ufirst;
+  q.guided = rule::uncond_rows(a.uncond_logits != nullptr, a.uncond_row_offsets, r,
+                               (int64_t)(a.row_offsets ? a.row_offsets[r] : r), rows_in_request,
+                               a.uncond_num_rows, rows_in_request >= 0, s.g, &ufirst, &q.status);
+  q.uncond_first = ufirst;
+  q.k = s.k;
+  q.p = s.p;
+  q.min_p = s.min_p;
+  q.seed = s.seed;
+  q.step = s.step;
   return q;
 }
 

@@ -27,18 +27,9 @@ dds_status cuda_verify(const CudaContext& ctx, const dds_verify_args& a, cudaStr
   p.target_logits = a.target_logits;
   p.target_stride = a.target_row_stride;
   p.dtype = a.dtype;
-  p.temps = a.temperatures;
-  p.temp = a.temperature;
-  p.ks = a.top_ks;
-  p.k = a.top_k;
-  p.ps = a.top_ps;
-  p.p = a.top_p;
-  p.minps = a.min_ps;
-  p.minp = a.min_p;
-  p.seeds = a.seeds;
-  p.seed = a.seed;
-  p.steps = a.steps;
-  p.step = a.step;
+  p.vals = rule::Values{nullptr,  0.f,         a.temperatures, a.temperature, a.top_ks,
+                        a.top_k,  a.top_ps,    a.top_p,        a.min_ps,      a.min_p,
+                        a.seeds,  a.seed,      a.steps,        a.step};
   p.banned = a.banned_token;
   p.allowed = a.allowed_token_masks;
   p.allowed_stride = a.allowed_mask_stride;

@@ -1,7 +1,8 @@
 // The per-request rules of docs/sampling.md §1, in one place for the CUDA kernels and the CPU
 // backend: how a request's temperature, guidance scale (and its unconditional rows), top-k, top-p
 // and min-p are sanitised and flagged (the DDS_REQ_* bits of status.h), and the tempering a
-// temperature gives. Host and device code; every backend computes the same values from the same
+// temperature gives; and the one loading of a request's values under those rules (sampling,
+// uncond_rows). Host and device code; every backend computes the same values from the same
 // inputs: the CPU backend (src/cpu_row.h request_params), the sample kernels (sample/row.cuh
 // load_req), verify (verify.cuh request_of), the shard kernels (shard/row.h request_params) and
 // the stash kernel (its temperature check and tempering).
@@ -121,6 +122,85 @@ DDS_HD float min_p(float mp, int32_t* status) {
   }
   if (mp > 1.f) mp = 1.f;
   return mp;
+}
+
+// Where a call keeps its requests' sampling values: for each a per-request array, or the call's
+// scalar where the array is null. The loaders below read any struct with these field names:
+// dds_sample_args (the CPU backend), the shard kernels' Args, and Values itself, which the
+// kernels' parameters hold (a call without guidance gives no array and a zero scale).
+struct Values {
+  const float* guidance_scales;
+  float guidance_scale;
+  const float* temperatures;
+  float temperature;
+  const int32_t* top_ks;
+  int32_t top_k;
+  const float* top_ps;
+  float top_p;
+  const float* min_ps;
+  float min_p;
+  const uint64_t* seeds;
+  uint64_t seed;
+  const uint32_t* steps;
+  uint32_t step;
+};
+template <class A>
+Values values_of(const A& a) {
+  return Values{a.guidance_scales, a.guidance_scale, a.temperatures, a.temperature, a.top_ks,
+                a.top_k, a.top_ps, a.top_p, a.min_ps, a.min_p, a.seeds, a.seed, a.steps, a.step};
+}
+// Request r's values after the rules above; *status collects the DDS_REQ_* bits of what was
+// sanitised.
+struct Sampling {
+  Tempering t;
+  float g;
+  int32_t k;
+  float p, min_p;
+  uint64_t seed;
+  uint32_t step;
+};
+// Reads one element of a per-request array (the kernels pass one that loads through the
+// read-only cache).
+struct PlainLoad {
+  template <typename T>
+  DDS_HD T operator()(const T* p) const { return *p; }
+};
+// Request r's tempering and guidance scale (what decides whether it is guided), then its
+// filters and noise key; sampling: both.
+template <class V, class Load = PlainLoad>
+DDS_HD void load_scaling(const V& v, int32_t r, Sampling* s, int32_t* status, Load ld = Load{}) {
+  s->t = temperature(v.temperatures ? ld(v.temperatures + r) : v.temperature, status);
+  s->g = guidance(v.guidance_scales ? ld(v.guidance_scales + r) : v.guidance_scale, status);
+}
+template <class V, class Load = PlainLoad>
+DDS_HD void load_filters(const V& v, int32_t r, Sampling* s, int32_t* status, Load ld = Load{}) {
+  s->k = top_k(v.top_ks ? ld(v.top_ks + r) : v.top_k, status);
+  s->p = top_p(v.top_ps ? ld(v.top_ps + r) : v.top_p, status);
+  s->min_p = min_p(v.min_ps ? ld(v.min_ps + r) : v.min_p, status);
+  s->seed = v.seeds ? ld(v.seeds + r) : v.seed;
+  s->step = v.steps ? ld(v.steps + r) : v.step;
+}
+template <class V, class Load = PlainLoad>
+DDS_HD Sampling sampling(const V& v, int32_t r, int32_t* status, Load ld = Load{}) {
+  Sampling s;
+  load_scaling(v, r, &s, status, ld);
+  load_filters(v, r, &s, status, ld);
+  return s;
+}
+// Whether request r (rows [row_begin, row_begin + rows)) with sanitised guidance scale g is
+// guided (guided's rule), given the call's unconditional tensor (has_uncond) and its
+// uncond_row_offsets (null: the request's own rows); *ufirst = its first unconditional row (0
+// when it is not guided).
+template <class Load = PlainLoad>
+DDS_HD bool uncond_rows(bool has_uncond, const int32_t* uncond_row_offsets, int32_t r,
+                        int64_t row_begin, int64_t rows, int64_t uncond_num_rows, bool rows_ok,
+                        float g, int64_t* ufirst, int32_t* status, Load ld = Load{}) {
+  const bool listed = uncond_row_offsets != nullptr;
+  const bool want = has_uncond && g != 0.f;  // (the offsets are read only then)
+  int64_t first = !want ? 0 : listed ? (int64_t)ld(uncond_row_offsets + r) : row_begin;
+  const bool is_guided = guided(want, g, listed, &first, rows, uncond_num_rows, rows_ok, status);
+  *ufirst = is_guided ? first : 0;
+  return is_guided;
 }
 
 }  // namespace rule

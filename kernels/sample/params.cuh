@@ -12,6 +12,7 @@
 
 #include "../common/device.cuh"
 #include "../common/dtype.h"
+#include "../common/request.h"
 #include "../common/rng.h"
 #include "../common/status.h"
 #include "../common/warp.cuh"
@@ -87,20 +88,7 @@ struct SampleParams {
   long long uncond_stride;
   int uncond_num_rows;
   const int32_t* uncond_row_offsets;
-  const float* gs;
-  float g;
-  const float* temps;
-  float temp;
-  const int32_t* ks;
-  int k;
-  const float* ps;
-  float p;
-  const float* minps;
-  float minp;
-  const uint64_t* seeds;
-  uint64_t seed;
-  const uint32_t* steps;
-  uint32_t step;
+  rule::Values vals;  // the requests' sampling values (kernels/common/request.h)
   int banned;
   // Allowed-token masks (kernels/common/allowed.h): request r's row at allowed + r * allowed_stride
   // (int32 words); null: every column allowed.

@@ -45,16 +45,21 @@ __device__ __forceinline__ int find_request(const SampleParams& P, int row) {
   return lo;
 }
 
+struct LdgLoad {
+  template <typename T>
+  __device__ __forceinline__ T operator()(const T* p) const { return __ldg(p); }
+};
+
 __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   Req q;
   q.status = 0;
   q.row_begin = P.row_offsets ? __ldg(P.row_offsets + r) : r;
   q.row_end = P.row_offsets ? __ldg(P.row_offsets + r + 1) : r + 1;
-  const rule::Tempering t = rule::temperature(P.temps ? __ldg(P.temps + r) : P.temp, &q.status);
-  q.greedy = t.greedy;
-  q.invT = t.invT;
-  const float g = rule::guidance(P.gs ? __ldg(P.gs + r) : P.g, &q.status);
-  q.g = g;
+  rule::Sampling s;
+  rule::load_scaling(P.vals, r, &s, &q.status, LdgLoad{});
+  q.greedy = s.t.greedy;
+  q.invT = s.t.invT;
+  q.g = s.g;
   // The row_offsets rule (common/offsets.h): a request whose offsets are not good owns no rows,
   // is flagged and never guided; the rows find_request gives it (orphans) are keyed by their
   // index in the call (row_begin = 0). A good request's rows always lie in its range.
@@ -64,17 +69,17 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
     q.status |= kReqBadRowOffsets;
     q.row_begin = q.row_end = 0;
   }
-  const bool listed = P.uncond_row_offsets != nullptr;
-  const bool want = P.uncond != nullptr && g != 0.f;  // (the offsets are read only then)
-  int64_t first = !want ? 0 : listed ? (int64_t)__ldg(P.uncond_row_offsets + r) : (int64_t)q.row_begin;
-  q.guided = rule::guided(want, g, listed, &first, q.row_end - q.row_begin,
-                          P.uncond_num_rows, rows_ok, &q.status);
-  q.ufirst = q.guided ? first : 0;
-  q.k = rule::top_k(P.ks ? __ldg(P.ks + r) : P.k, &q.status);
-  q.p = rule::top_p(P.ps ? __ldg(P.ps + r) : P.p, &q.status);
-  q.minp = rule::min_p(P.minps ? __ldg(P.minps + r) : P.minp, &q.status);
-  q.seed = P.seeds ? __ldg(P.seeds + r) : P.seed;
-  q.step = P.steps ? __ldg(P.steps + r) : P.step;
+  int64_t ufirst;
+  q.guided = rule::uncond_rows(P.uncond != nullptr, P.uncond_row_offsets, r, q.row_begin,
+                               q.row_end - q.row_begin, P.uncond_num_rows, rows_ok, s.g, &ufirst,
+                               &q.status, LdgLoad{});
+  q.ufirst = ufirst;
+  rule::load_filters(P.vals, r, &s, &q.status, LdgLoad{});
+  q.k = s.k;
+  q.p = s.p;
+  q.minp = s.min_p;
+  q.seed = s.seed;
+  q.step = s.step;
   q.mask = allowed_row(P.allowed, P.allowed_stride, r);
   return q;
 }

@@ -59,7 +59,8 @@ DDS_HD bool win_before(const Winner& x, const Winner& y) {  // x beats y
 // Per-request parameters (docs/sampling.md §1), per-row context, per-column values (§2).
 // ---------------------------------------------------------------------------------------------
 // The arguments of a call as the shard code reads them: dds_sample_args's fields (every one but
-// struct_size, in the same order), translated by src/shard_params.h.
+// struct_size, in the same order; guidance_scales .. step as one rule::Values), translated by
+// src/shard_params.h.
 struct Args {
   int32_t num_rows;
   int32_t num_requests;
@@ -72,20 +73,7 @@ struct Args {
   int64_t uncond_row_stride;
   int32_t uncond_num_rows;
   const int32_t* uncond_row_offsets;
-  const float* guidance_scales;
-  float guidance_scale;
-  const float* temperatures;
-  float temperature;
-  const int32_t* top_ks;
-  int32_t top_k;
-  const float* top_ps;
-  float top_p;
-  const float* min_ps;
-  float min_p;
-  const uint64_t* seeds;
-  uint64_t seed;
-  const uint32_t* steps;
-  uint32_t step;
+  rule::Values vals;  // guidance_scales .. step (kernels/common/request.h)
   int32_t banned_token;
   int32_t stats;  // 0 processed, kStatsGuided
   int32_t* tokens;
@@ -127,22 +115,19 @@ DDS_HD Params request_params(const Args& a, int32_t r) {
   // The row_offsets rule (common/offsets.h): flagged offsets own no rows, are never guided.
   const bool rows_ok = offsets::good(rb, re, r, a.num_requests, a.num_rows);
   if (!rows_ok) q.status |= kReqBadRowOffsets;
-  const rule::Tempering t = rule::temperature(a.temperatures ? a.temperatures[r] : a.temperature, &q.status);
-  q.greedy = t.greedy;
-  q.invT = t.invT;
-  const float g = rule::guidance(a.guidance_scales ? a.guidance_scales[r] : a.guidance_scale, &q.status);
-  q.g = g;
-  const bool listed = a.uncond_row_offsets != nullptr;
-  const bool want = a.uncond_logits != nullptr && g != 0.f;  // (the offsets are read only then)
-  int64_t first = !want ? 0 : listed ? (int64_t)a.uncond_row_offsets[r] : (int64_t)rb;
-  q.guided = rule::guided(want, g, listed, &first, re - rb, a.uncond_num_rows,
-                          rows_ok, &q.status);
-  q.uncond_first = q.guided ? first : 0;
-  q.k = rule::top_k(a.top_ks ? a.top_ks[r] : a.top_k, &q.status);
-  q.p = rule::top_p(a.top_ps ? a.top_ps[r] : a.top_p, &q.status);
-  q.min_p = rule::min_p(a.min_ps ? a.min_ps[r] : a.min_p, &q.status);
-  q.seed = a.seeds ? a.seeds[r] : a.seed;
-  q.step = a.steps ? a.steps[r] : a.step;
+  const rule::Sampling s = rule::sampling(a.vals, r, &q.status);
+  q.greedy = s.t.greedy;
+  q.invT = s.t.invT;
+  q.g = s.g;
+  int64_t ufirst;
+  q.guided = rule::uncond_rows(a.uncond_logits != nullptr, a.uncond_row_offsets, r, rb, re - rb,
+                               a.uncond_num_rows, rows_ok, s.g, &ufirst, &q.status);
+  q.uncond_first = ufirst;
+  q.k = s.k;
+  q.p = s.p;
+  q.min_p = s.min_p;
+  q.seed = s.seed;
+  q.step = s.step;
   return q;
 }
 

@@ -72,18 +72,7 @@ struct Params {
   const void* target_logits;
   int64_t target_stride;
   int32_t dtype;
-  const float* temps;
-  float temp;
-  const int32_t* ks;
-  int32_t k;
-  const float* ps;
-  float p;
-  const float* minps;
-  float minp;
-  const uint64_t* seeds;
-  uint64_t seed;
-  const uint32_t* steps;
-  uint32_t step;
+  rule::Values vals;  // the requests' sampling values (no guidance; kernels/common/request.h)
   int32_t banned;
   const int32_t* allowed;  // allowed-token masks (kernels/common/allowed.h), or null
   int64_t allowed_stride;
@@ -121,14 +110,14 @@ __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   Req q;
   q.status = 0;
   q.nr = offsets::draft_count(P.draft_counts ? P.draft_counts[r] : P.n, P.n, &q.status);
-  const rule::Tempering t = rule::temperature(P.temps ? P.temps[r] : P.temp, &q.status);
-  q.greedy = t.greedy;
-  q.invT = t.invT;
-  q.k = rule::top_k(P.ks ? P.ks[r] : P.k, &q.status);
-  q.p = rule::top_p(P.ps ? P.ps[r] : P.p, &q.status);
-  q.minp = rule::min_p(P.minps ? P.minps[r] : P.minp, &q.status);
-  q.seed = P.seeds ? P.seeds[r] : P.seed;
-  q.step = P.steps ? P.steps[r] : P.step;
+  const rule::Sampling s = rule::sampling(P.vals, r, &q.status);
+  q.greedy = s.t.greedy;
+  q.invT = s.t.invT;
+  q.k = s.k;
+  q.p = s.p;
+  q.minp = s.min_p;
+  q.seed = s.seed;
+  q.step = s.step;
   return q;
 }
 

@@ -73,7 +73,7 @@ static int verify_case(std::mt19937& rng, int V, int R, int n, int kind, int mas
   verify::Params p{};
   p.V = V; p.nblocks = (V + 1023) / 1024; p.num_requests = R; p.n = n; p.draft_counts = a.draft_counts; p.draft_tokens = a.draft_tokens;
   p.draft_logits = a.draft_logits; p.draft_stride = V; p.target_logits = a.target_logits; p.target_stride = V; p.dtype = 0;
-  p.temps = a.temperatures; p.temp = 1; p.ks = a.top_ks; p.ps = a.top_ps; p.p = 1; p.minps = a.min_ps; p.seeds = a.seeds; p.steps = a.steps;
+  p.vals = rule::Values{nullptr, 0.f, a.temperatures, 1.f, a.top_ks, 0, a.top_ps, 1.f, a.min_ps, 0.f, a.seeds, 0, a.steps, 0};
   p.banned = a.banned_token; p.allowed = a.allowed_token_masks; p.allowed_stride = a.allowed_mask_stride;
   p.accepted = acc2.data(); p.out_tokens = out2.data(); p.out_logprobs = lp2.data(); p.request_status = st2.data();
   std::vector<verify::RowInfo> rows((size_t)R * (2 * n + 1)); std::vector<verify::BlockSums> blocks((size_t)R * p.nblocks);
@@ -159,7 +159,8 @@ static int bench_case(int V, int R, int n, uint64_t seed, uint32_t gen_seed, boo
   verify::Params P{};
   P.V = V; P.nblocks = (V + 1023) / 1024; P.num_requests = R; P.n = n; P.draft_tokens = drafts.data();
   P.draft_logits = D.data(); P.draft_stride = V; P.target_logits = T.data(); P.target_stride = V;
-  P.dtype = 0; P.temp = 1.f; P.p = 1.f; P.seed = seed; P.seeds = a.seeds; P.banned = -1;
+  P.dtype = 0; P.banned = -1;
+  P.vals = rule::Values{nullptr, 0.f, nullptr, 1.f, nullptr, 0, nullptr, 1.f, nullptr, 0.f, a.seeds, seed, nullptr, 0};
   P.accepted = acc2.data(); P.out_tokens = out2.data(); P.out_logprobs = lp2.data();
   // Scratch laid out as src/cuda_verify.cu does, in a workspace of workspace_bytes(V, max_rows,
   // max_requests) with max_rows = R * (n + 1), max_requests = R.
