@@ -94,6 +94,18 @@ __device__ __forceinline__ int32_t block_min(int32_t v, int32_t* red) {
   return block_reduce(v, red, (int32_t)INT32_MAX, [](int32_t a, int32_t b) { return min(a, b); });
 }
 
+// The first position of `eos` in a request's canvas (INT32_MAX: none), by the CTA.
+__device__ __forceinline__ int32_t canvas_eos(const int32_t* canvas, int32_t length, int32_t eos,
+                                              int32_t* red) {
+  int32_t local = INT32_MAX;
+  for (int32_t q = threadIdx.x; q < length; q += kThreads)
+    if (canvas[q] == eos) {
+      local = q;
+      break;
+    }
+  return block_min(local, red);
+}
+
 // Order-preserving 64-bit image of a ranking key (larger key -> larger integer; -0 == +0).
 // Never 0 for a non-NaN double: 0 marks an ineligible row.
 __device__ __forceinline__ uint64_t ord_key(double k) {
@@ -222,15 +234,8 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
 
   // First EOS already in the canvas.
   int32_t first_eos = INT32_MAX;
-  if (canvas && p.eos_token >= 0) {
-    int32_t local = INT32_MAX;
-    for (int32_t q = threadIdx.x; q < p.canvas_length; q += kThreads)
-      if (canvas[q] == p.eos_token) {
-        local = q;
-        break;
-      }
-    first_eos = block_min(local, s_red);
-  }
+  if (canvas && p.eos_token >= 0)
+    first_eos = canvas_eos(canvas, p.canvas_length, p.eos_token, s_red);
   int32_t policy = p.policies ? p.policies[r] : p.policy;
   if (policy < 0 || policy > 4) {
     policy = 0;
@@ -361,13 +366,7 @@ __global__ void __launch_bounds__(kThreads) reveal_kernel(Params p) {
     __syncthreads();
     int32_t fin = 0;
     if (canvas && p.eos_token >= 0) {
-      int32_t local = INT32_MAX;
-      for (int32_t q = threadIdx.x; q < p.canvas_length; q += kThreads)
-        if (canvas[q] == p.eos_token) {
-          local = q;
-          break;
-        }
-      const int32_t eos = block_min(local, s_red);
+      const int32_t eos = canvas_eos(canvas, p.canvas_length, p.eos_token, s_red);
       if (eos != INT32_MAX) {
         int32_t masked = 0;
         for (int32_t q = threadIdx.x; q < eos; q += kThreads) masked |= canvas[q] == p.mask_token;

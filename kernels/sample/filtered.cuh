@@ -363,12 +363,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   auto block = [&](int blk, float (&lv)[32]) {
     float m1;  // this lane's maximum
     const float M = warp_block_max(lv, &m1);
-    BlockRec rec;
-    rec.maxl = M;
-    rec.second = neg_inf();
-    rec.amax = INT_MAX;
-    rec.sa = rec.ea = rec.sl = rec.el = 0.f;
-    rec.pad = 0;
+    BlockRec rec = block_rec(M);
     if (P.pass_top2 && M != neg_inf()) {
       // Small grids (latency-bound): the block's runner-up (multiset) and first column of M here,
       // which saves the finish its re-read of the maximum's block. Exact either way.

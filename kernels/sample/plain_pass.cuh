@@ -15,12 +15,7 @@ namespace ksample {
 // would all be -inf: their terms are exact zeros, so the sums are the same bits).
 template <int N = 32, class G>
 __device__ __forceinline__ BlockRec block_sums(const SampleParams& P, const Req& q, float M, const G& get) {
-  BlockRec rec;
-  rec.maxl = M;
-  rec.second = neg_inf();
-  rec.amax = INT_MAX;
-  rec.sa = rec.ea = rec.sl = rec.el = 0.f;
-  rec.pad = 0;
+  BlockRec rec = block_rec(M);
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
   if (M != neg_inf()) {
     const bool want_e = P.want_stats && !P.stats_guided;

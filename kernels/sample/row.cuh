@@ -34,6 +34,17 @@ struct Req {
   bool greedy;
 };
 
+// The record of a block of maximum M before its sums: no runner-up or argmax yet, sums 0.
+__device__ __forceinline__ BlockRec block_rec(float M) {
+  BlockRec rec;
+  rec.maxl = M;
+  rec.second = neg_inf();
+  rec.amax = INT_MAX;
+  rec.sa = rec.ea = rec.sl = rec.el = 0.f;
+  rec.pad = 0;
+  return rec;
+}
+
 __device__ __forceinline__ int find_request(const SampleParams& P, int row) {
   if (!P.row_offsets) return row;
   int lo = 0, hi = P.num_requests;  // last r in [0, n) with offs[r] <= row
