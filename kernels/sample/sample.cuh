@@ -8,7 +8,7 @@
 //   params.cuh      SampleParams (the kernels' parameter block), BlockRec, RowInfo
 //   row.cuh         row access: Req (row_req: find_request + load_req over common/request.h),
 //                   block loads of l (common/row.h: Elt, row::make_l, row::temper), ban_block
-//   outputs.cuh     per-row output stores
+//   outputs.cuh     per-row output stores and statistics (row_stats, write_row)
 //   select.cuh      the teams (WarpTeam, CtaTeam) and their reductions, radix selects over
 //                   candidate sources, team_token (the token search of every finish)
 //   filtered.cuh    row_pass_kernel, cand_finish_kernel (filtered rows from candidate lists)
