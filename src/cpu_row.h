@@ -62,41 +62,14 @@ inline const float* row_as_f32(const void* base, int32_t dtype, int64_t offset, 
   }
 }
 
-// Request parameters after the sanitisation rules of docs/sampling.md §1.
-struct RequestParams {
-  bool guided = false;
-  int64_t uncond_first = 0;
-  float g = 0.f;
-  float T = 1.f;
-  bool greedy = false;
-  float invT = 1.f;
-  int32_t k = 0;
-  float p = 1.f;
-  float min_p = 0.f;
-  uint64_t seed = 0;
-  uint32_t step = 0;
-  int32_t status = 0;
-};
+// Request parameters after the sanitisation rules of docs/sampling.md §1 (rule::Request).
+using RequestParams = rule::Request;
 
 // rows_in_request < 0: the request's row offsets are flagged (it owns no rows): never guided.
 inline RequestParams request_params(const dds_sample_args& a, int32_t r, int32_t rows_in_request) {
-  RequestParams q;
-  const rule::Sampling s = rule::sampling(a, r, &q.status);
-  q.T = s.t.T;
-  q.greedy = s.t.greedy;
-  q.invT = s.t.invT;
-  q.g = s.g;
-  int64_t ufirst;
-  q.guided = rule::uncond_rows(a.uncond_logits != nullptr, a.uncond_row_offsets, r,
-                               (int64_t)(a.row_offsets ? a.row_offsets[r] : r), rows_in_request,
-                               a.uncond_num_rows, rows_in_request >= 0, s.g, &ufirst, &q.status);
-  q.uncond_first = ufirst;
-  q.k = s.k;
-  q.p = s.p;
-  q.min_p = s.min_p;
-  q.seed = s.seed;
-  q.step = s.step;
-  return q;
+  return rule::request(a, r, (int64_t)(a.row_offsets ? a.row_offsets[r] : r), rows_in_request,
+                       rows_in_request >= 0, a.uncond_logits != nullptr, a.uncond_row_offsets,
+                       a.uncond_num_rows, 0);
 }
 
 }  // namespace cpu

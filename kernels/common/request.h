@@ -203,6 +203,44 @@ DDS_HD bool uncond_rows(bool has_uncond, const int32_t* uncond_row_offsets, int3
   return is_guided;
 }
 
+// A request as the CPU backend and the shard code read it: its values after the rules and its
+// guidance decided (the sample and verify kernels keep their own, smaller records).
+struct Request {
+  bool guided;
+  int64_t uncond_first;  // its first unconditional row (0 when not guided)
+  float g;
+  bool greedy;
+  float invT;
+  int32_t k;
+  float p;
+  float min_p;
+  uint64_t seed;
+  uint32_t step;
+  int32_t status;
+};
+// Request r of a call whose values are v (sampling), rows [row_begin, row_begin + rows) (rows_ok:
+// its row offsets passed their rule; status: the bits already found), and whose unconditional
+// tensor and offsets are has_uncond / uncond_row_offsets (uncond_rows).
+template <class V>
+DDS_HD Request request(const V& v, int32_t r, int64_t row_begin, int64_t rows, bool rows_ok,
+                       bool has_uncond, const int32_t* uncond_row_offsets,
+                       int64_t uncond_num_rows, int32_t status) {
+  Request q;
+  q.status = status;
+  const Sampling s = sampling(v, r, &q.status);
+  q.greedy = s.t.greedy;
+  q.invT = s.t.invT;
+  q.g = s.g;
+  q.guided = uncond_rows(has_uncond, uncond_row_offsets, r, row_begin, rows, uncond_num_rows,
+                         rows_ok, s.g, &q.uncond_first, &q.status);
+  q.k = s.k;
+  q.p = s.p;
+  q.min_p = s.min_p;
+  q.seed = s.seed;
+  q.step = s.step;
+  return q;
+}
+
 }  // namespace rule
 }  // namespace dds
 

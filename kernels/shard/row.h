@@ -88,19 +88,7 @@ struct Args {
   int32_t* request_status;
 };
 
-struct Params {
-  bool guided;
-  int64_t uncond_first;
-  float g;
-  bool greedy;
-  float invT;
-  int32_t k;
-  float p;
-  float min_p;
-  uint64_t seed;
-  uint32_t step;
-  int32_t status;
-};
+using Params = rule::Request;  // a request's values (kernels/common/request.h)
 
 DDS_HD void request_rows(const Args& a, int32_t r, int32_t* b, int32_t* e) {
   *b = a.row_offsets ? a.row_offsets[r] : r;
@@ -108,27 +96,12 @@ DDS_HD void request_rows(const Args& a, int32_t r, int32_t* b, int32_t* e) {
 }
 
 DDS_HD Params request_params(const Args& a, int32_t r) {
-  Params q;
-  q.status = 0;
   int32_t rb, re;
   request_rows(a, r, &rb, &re);
   // The row_offsets rule (common/offsets.h): flagged offsets own no rows, are never guided.
   const bool rows_ok = offsets::good(rb, re, r, a.num_requests, a.num_rows);
-  if (!rows_ok) q.status |= kReqBadRowOffsets;
-  const rule::Sampling s = rule::sampling(a.vals, r, &q.status);
-  q.greedy = s.t.greedy;
-  q.invT = s.t.invT;
-  q.g = s.g;
-  int64_t ufirst;
-  q.guided = rule::uncond_rows(a.uncond_logits != nullptr, a.uncond_row_offsets, r, rb, re - rb,
-                               a.uncond_num_rows, rows_ok, s.g, &ufirst, &q.status);
-  q.uncond_first = ufirst;
-  q.k = s.k;
-  q.p = s.p;
-  q.min_p = s.min_p;
-  q.seed = s.seed;
-  q.step = s.step;
-  return q;
+  return rule::request(a.vals, r, rb, re - rb, rows_ok, a.uncond_logits != nullptr,
+                       a.uncond_row_offsets, a.uncond_num_rows, rows_ok ? 0 : kReqBadRowOffsets);
 }
 
 // Request of row i (last r with row_offsets[r] <= i, skipping empty requests; common/offsets.h).
