@@ -67,6 +67,7 @@ inline ksample::SampleShape sample_shape(const dds_sample_args& a, int V, int nu
   s.dtype = a.dtype;  // dds_dtype: the kernels' DT
   s.run_plain = !all_filtered;
   s.run_filter = !none_filtered;
+  s.run_top_p = a.top_ps != nullptr || (a.top_p > 0.f && a.top_p < 1.f);
   s.num_sms = num_sms;
   return s;
 }

@@ -135,16 +135,19 @@ DDS_HD float sanitize(float v) { return fminf(fmaxf(v, neg_inf()), FLT_MAX); }
 // that the request's allowed-token mask row (allowed.h; null: every column allowed) leaves out.
 // A kernel reads the mask once per group of columns: word(c0, V) is the mask word of column c0
 // shifted so that bit e stands for column c0 + e (all ones without a mask, or from c0 >= V on:
-// those columns are -inf anyway and the mask row has no word there), and excluded(c0 + e, w, e)
-// tests a column of the group (e < 32 - (c0 & 31)). excluded(col) reads the word itself (col < V).
+// those columns are -inf anyway and the mask row has no word there); group(c0, V) is the group's
+// excluded columns as bits (bit e: column c0 + e is the banned token or masked out; one test per
+// column, as cheap as the banned-token test alone), for e < 32 - (c0 & 31). excluded(col) reads
+// the word itself (col < V).
 struct Ban {
   int32_t token;
   const int32_t* mask;
   DDS_HD uint32_t word(int32_t c0, int32_t V) const {
     return (mask && c0 < V) ? (uint32_t)mask[c0 >> 5] >> (c0 & 31) : ~0u;
   }
-  DDS_HD bool excluded(int32_t col, uint32_t w, int32_t e) const {
-    return col == token || ((w >> e) & 1u) == 0u;
+  DDS_HD uint32_t group(int32_t c0, int32_t V) const {
+    const uint32_t d = (uint32_t)(token - c0);  // (token >= -1, c0 >= 0: no overflow)
+    return ~word(c0, V) | (d < 32u ? 1u << d : 0u);
   }
   DDS_HD bool excluded(int32_t col) const { return col == token || !allowed(mask, col); }
 };
@@ -155,12 +158,11 @@ DDS_HD float make_l(float c, float u, bool guided, float g, int32_t col, const B
   if (ban.excluded(col)) v = neg_inf();
   return sanitize(v);
 }
-// The same for column c0 + e of a group whose mask word is w = ban.word(c0, V) (one read of the
-// mask per group of columns).
-DDS_HD float make_l(float c, float u, bool guided, float g, int32_t c0, int32_t e, uint32_t w,
-                    const Ban& ban) {
+// The same for column c0 + e of a group whose excluded columns are x = ban.group(c0, V) (one read
+// of the mask per group of columns).
+DDS_HD float make_l(float c, float u, bool guided, float g, uint32_t x, int32_t e) {
   float v = guided ? guide(c, u, g) : c;
-  if (ban.excluded(c0 + e, w, e)) v = neg_inf();
+  if ((x >> e) & 1u) v = neg_inf();
   return sanitize(v);
 }
 

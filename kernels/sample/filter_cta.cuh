@@ -70,15 +70,15 @@ struct RowSrc {
     }
     float c[VEC];
     load_vec<DT>(crow, base, V, vec, c);
-    const uint32_t w = ban.word(base, V);
+    const uint32_t x = ban.group(base, V);
     if (guided) {
       float u[VEC];
       load_vec<DT>(urow, base, V, vec, u);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], u[e], true, g, base, e, w, ban);
+      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], u[e], true, g, x, e);
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], 0.f, false, 0.f, base, e, w, ban);
+      for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], 0.f, false, 0.f, x, e);
     }
   }
   // f(t, l) for every column t < V of the row (any order).

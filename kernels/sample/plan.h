@@ -32,6 +32,7 @@ struct SampleShape {
   int dtype = 0;           // 0 f32, 1 bf16, 2 f16
   bool run_plain = true;   // unfiltered rows may occur (from the host-visible scalars)
   bool run_filter = false; // filtered rows may occur
+  bool run_top_p = false;  // rows with a top-p in (0, 1) may occur (the split fallback's rows)
   int num_sms = kDefaultSms;
 };
 
@@ -209,7 +210,7 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   p.split_ctas = split_ctas_for(p.nblocks);
   // (rows of more than kSmemRowMax columns that filter_kernel re-reads; at most kSplitMaxRows
   // rows, forced or not: the workspace holds their lists for that many)
-  p.split_filter = s.run_filter && !p.direct_filter && !p.small_filter && !p.smem_row && s.V > kSmemRowMax &&
+  p.split_filter = s.run_filter && s.run_top_p && !p.direct_filter && !p.small_filter && !p.smem_row && s.V > kSmemRowMax &&
                    s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, sms));
   p.sf_ctas = split_filter_ctas_for(s.V);
   return p;

@@ -45,10 +45,10 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
       load_vec<DT>(crow, c0, P.V, vec, cv);
       if (q.guided) load_vec<DT>(urow, c0, P.V, vec, uv);
       const row::Ban ban = ban_of(P, q);
-      const uint32_t w = ban.word(c0, P.V);
+      const uint32_t x = ban.group(c0, P.V);
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
-        const float l = row::make_l(cv[e], q.guided ? uv[e] : 0.f, q.guided, q.g, c0, e, w, ban);
+        const float l = row::make_l(cv[e], q.guided ? uv[e] : 0.f, q.guided, q.g, x, e);
         float x = ri.use_a ? row::temper(l, ri.invT) : l;
         bool keep = l != neg_inf();
         if (ri.mode == 2) {

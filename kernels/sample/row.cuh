@@ -247,15 +247,15 @@ __device__ __forceinline__ void load_block_l(const SampleParams& P, const Req& q
     float c[VEC];
     load_vec<DT>(crow, c0, P.V, vec, c);
     const row::Ban ban = ban_of(P, q);
-    const uint32_t w = ban.word(c0, P.V);
+    const uint32_t x = ban.group(c0, P.V);
     if (q.guided) {
       float u[VEC];
       load_vec<DT>(urow, c0, P.V, vec, u);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], u[e], true, q.g, c0, e, w, ban);
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], u[e], true, q.g, x, e);
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], 0.f, false, 0.f, c0, e, w, ban);
+      for (int e = 0; e < VEC; ++e) lv[j * VEC + e] = row::make_l(c[e], 0.f, false, 0.f, x, e);
     }
   }
 }

@@ -113,10 +113,10 @@ __device__ __forceinline__ void small_group(const SampleParams& P, const Req& q,
     for (int e = 0; e < VEC; ++e) l[e] = row::sanitize(l[e]);
   }
   const row::Ban ban = ban_of(P, q);
-  const uint32_t w = ban.word(c0, P.V);
+  const uint32_t x = ban.group(c0, P.V);
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
-    if (ban.excluded(c0 + e, w, e)) l[e] = neg_inf();
+    if ((x >> e) & 1u) l[e] = neg_inf();
 }
 
 // The token within block `blk` (NG 16-byte groups per lane): team_token over the block's columns

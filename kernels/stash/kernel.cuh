@@ -24,6 +24,52 @@ constexpr int kMinBlocks = 2;
 // ids); MASK: the call has allowed-token masks (without, the mask pass is not compiled in: the
 // kernel keeps the instructions of the kernel without masks). Registers are capped for
 // kMinBlocks CTAs of 256 threads per SM.
+// Request r's rows to stash under the rules of stash.cuh: returns their count, sets *lo (the first
+// of them) and *status (the request's bits but those of its given ids). owned: the row_offsets
+// array is invalid, so the rows are those the request owns (common/offsets.h rows_of); else its
+// whole range.
+__device__ __forceinline__ int kept_rows(const Params& P, int r, bool owned, int* lo, int32_t* status) {
+  const int R = P.num_requests;
+  const int slot = P.slots ? P.slots[r] : r;
+  const int rb = P.row_offsets ? P.row_offsets[r] : r;
+  const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+  const int nvr = P.num_valid ? P.num_valid[r] : 0;
+  const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
+  const bool rows_ok = offsets::good(rb, re, r, R, P.num_rows);
+  const bool slot_ok = slot >= 0 && slot < P.num_slots;
+  if (!rows_ok || !slot_ok) {
+    *status = (rows_ok ? 0 : kReqBadRowOffsets) | (slot_ok ? 0 : kReqBadSlot);
+    return 0;
+  }
+  int l = rb, h = re;
+  if (owned) offsets::rows_of(P.row_offsets, R, P.num_rows, r, &l, &h);
+  const int nrows = re - rb;
+  int nv = P.num_valid ? nvr : nrows;
+  nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
+  *lo = l;
+  *status = rule::temperature_bad(Tm) ? kReqBadTemperature : 0;
+  return max(0, min(nv, h - rb) - (l - rb));
+}
+
+// The status bits of request r's given token ids: its num_token_ids / token_ids and the committed
+// tokens of its stashed rows [lo, lo + cnt).
+__device__ __forceinline__ int32_t given_ids_status(const Params& P, int r, int lo, int cnt) {
+  int32_t status = 0;
+  if (P.token_ids) {
+    int nid = P.num_token_ids ? P.num_token_ids[r] : P.n;
+    if (nid < 0 || nid > P.n) status |= kReqBadNumTokenIds;
+    nid = max(0, min(nid, P.n));
+    for (int e = 0; e < nid; ++e) {
+      const int t = P.token_ids[(int64_t)r * P.n + e];
+      if (t < 0 || t >= P.V) status |= kReqBadTokenId;
+    }
+  }
+  if (P.committed)
+    for (int i = lo; i < lo + cnt; ++i)
+      if (P.committed[i] < 0 || P.committed[i] >= P.V) status |= kReqBadTokenId;
+  return status;
+}
+
 template <typename T, bool COUNT, bool MASK>
 __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) {
   DDS_DYNAMIC_SMEM(smem);
@@ -50,49 +96,36 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
   const bool offsets_valid = __syncthreads_or(bad_offsets) == 0;
   const int per_cta = (R + (int)gridDim.x - 1) / (int)gridDim.x;
   const int my_r0 = (int)blockIdx.x * per_cta;
+  // (b) the counts and the status; (c) only for an invalid array or given ids to check: the rows
+  // each request owns and the given ids' bits (its own loop: the rare path's searches inside the
+  // unrolled one would multiply the kernel's code). With a valid array, (c) walks this CTA's
+  // share of the requests only and leaves the counts of (b).
+  const bool check_ids = P.req_status != nullptr && (P.token_ids != nullptr || P.committed != nullptr);
+  const bool rare = !offsets_valid || check_ids;
 #pragma unroll 4
   for (int r = tid; r < R; r += nthreads) {
-    int cnt = 0, status = 0;
-    const bool writer = (unsigned)(r - my_r0) < (unsigned)per_cta;
-    if (cum[r]) {
-      const int slot = P.slots ? P.slots[r] : r;
-      const int rb = P.row_offsets ? P.row_offsets[r] : r;
-      const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
-      const int nvr = P.num_valid ? P.num_valid[r] : 0;
-      const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-      // The row_offsets rule (common/offsets.h): flagged offsets own no rows; a good request
-      // owns [lo, hi) of its range (all of it unless invalid offsets elsewhere take some).
-      const bool rows_ok = offsets::good(rb, re, r, R, P.num_rows);
-      const bool slot_ok = slot >= 0 && slot < P.num_slots;
-      if (!rows_ok || !slot_ok) {
-        status = (rows_ok ? 0 : kReqBadRowOffsets) | (slot_ok ? 0 : kReqBadSlot);
-      } else {
-        int lo = rb, hi = re;
-        if (!offsets_valid) offsets::rows_of(P.row_offsets, R, P.num_rows, r, &lo, &hi);
-        const int nrows = re - rb;
-        int nv = P.num_valid ? nvr : nrows;
-        nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
-        cnt = max(0, min(nv, hi - rb) - (lo - rb));
-        if (rule::temperature_bad(Tm)) status |= kReqBadTemperature;
-        // The input token ids of the stashed rows (by the CTA that writes the status).
-        if (writer && P.req_status) {
-          if (P.token_ids) {
-            int nid = P.num_token_ids ? P.num_token_ids[r] : P.n;
-            if (nid < 0 || nid > P.n) status |= kReqBadNumTokenIds;
-            nid = max(0, min(nid, P.n));
-            for (int e = 0; e < nid; ++e) {
-              const int t = P.token_ids[(int64_t)r * P.n + e];
-              if (t < 0 || t >= P.V) status |= kReqBadTokenId;
-            }
-          }
-          if (P.committed)
-            for (int i = lo; i < lo + cnt; ++i)
-              if (P.committed[i] < 0 || P.committed[i] >= P.V) status |= kReqBadTokenId;
-        }
-      }
-    }
-    if (writer && P.req_status) P.req_status[r] = status;
+    int cnt = 0, lo = 0;
+    int32_t status = 0;
+    if (cum[r]) cnt = kept_rows(P, r, false, &lo, &status);
+    if (P.req_status && !rare && (unsigned)(r - my_r0) < (unsigned)per_cta) P.req_status[r] = status;
     cum[r] = cnt;
+  }
+  if (rare) {
+    const int r0 = offsets_valid ? my_r0 : 0;
+    const int r1 = offsets_valid ? min(R, my_r0 + per_cta) : R;
+#pragma unroll 1
+    for (int r = r0 + tid; r < r1; r += nthreads) {
+      const bool writer = (unsigned)(r - my_r0) < (unsigned)per_cta;
+      int cnt = 0, lo = 0;
+      int32_t status = 0;
+      if (P.keep == nullptr || P.keep[r] != 0) {
+        cnt = kept_rows(P, r, !offsets_valid, &lo, &status);
+        if (check_ids && writer && (status & (kReqBadRowOffsets | kReqBadSlot)) == 0)
+          status |= given_ids_status(P, r, lo, cnt);
+      }
+      if (!offsets_valid) cum[r] = cnt;  // (the same thread as (b) for this r)
+      if (P.req_status && writer) P.req_status[r] = status;
+    }
   }
   __syncthreads();
   {

@@ -17,7 +17,7 @@ import dds
 torch = pytest.importorskip("torch", reason="torch is not installed (torch.compile tests need it)")
 from torch._dynamo.utils import counters  # noqa: E402
 
-from dds import _torch_ops  # noqa: E402
+from dds import _decode, _torch_ops  # noqa: E402
 
 V = 48
 OFFS = [0, 3, 4, 9]  # three requests: 3, 1 and 5 rows
@@ -196,11 +196,27 @@ def test_compile_rejects_bad_arguments(sampler):
             torch.compile(fn, fullgraph=True)(x)
 
 
-def test_traced_methods_pass_their_locals():
-    """The methods hand locals() to the traced call: dynamo cannot read a local that a closure
-    holds (a cell) before it is set, so the methods must have none."""
-    for m in (dds.Sampler.reveal, dds.Sampler.verify_drafts, dds.Sampler.stash_logprobs):
-        assert not m.__code__.co_cellvars, (m.__name__, m.__code__.co_cellvars)
+def test_traced_methods_hand_over_every_argument(sampler, monkeypatch):
+    """While torch.compile traces, reveal / verify_drafts / stash_logprobs go to the traced call
+    with their arguments as given (dynamo traces *args / **kwargs, not locals()), and the traced
+    call rebuilds every parameter from them and the defaults."""
+    import inspect
+
+    seen = []
+    monkeypatch.setattr(_decode, "_torch_compiling", lambda: True)
+    monkeypatch.setattr(_decode, "_torch_traced", lambda *a: seen.append(a) or "traced")
+    x = _logits(0, 9)
+    assert sampler.reveal(x[:, 0], row_offsets=OFFS, count=1) == "traced"
+    assert sampler.verify_drafts(x, None, seed=3) == "traced"
+    assert sampler.stash_logprobs(x, row_offsets=OFFS, num_top=2) == "traced"
+    assert [(n, s is sampler, len(a), sorted(k)) for n, s, a, k in seen] == [
+        ("reveal", True, 1, ["count", "row_offsets"]),
+        ("verify_drafts", True, 2, ["seed"]),
+        ("stash_logprobs", True, 1, ["num_top", "row_offsets"])]
+    for m in ("reveal", "verify_drafts", "stash_logprobs"):
+        params = list(inspect.signature(getattr(dds.Sampler, m)).parameters)[1:]
+        assert sorted(set(_torch_ops._POSITIONAL[m]) | set(_torch_ops._DEFAULTS[m])) == sorted(params), m
+        assert params[:len(_torch_ops._POSITIONAL[m])] == _torch_ops._POSITIONAL[m], m
 
 
 def test_eager_calls_do_not_dispatch(sampler, monkeypatch):

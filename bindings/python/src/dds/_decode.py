@@ -3,6 +3,7 @@ a base class of dds.Sampler that uses its shared helpers (_first_ctx, _rows_and_
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
@@ -47,16 +48,31 @@ VERIFY_OUTPUTS = ("accepted_counts", "tokens", "logprobs", "request_status")
 REVEAL_POLICIES = {"top_n": 0, "threshold": 1, "factor": 2, "random": 3, "entropy_bound": 4}
 
 # Set by dds._torch_ops.register (torch.compile): torch.compiler.is_compiling and the call that
-# maps reveal / verify_drafts onto torch.ops.dds.* (given the method's locals(): every argument;
-# so the methods have no closure over their locals, which dynamo cannot read); None before.
+# maps reveal / verify_drafts / stash_logprobs onto torch.ops.dds.* (given the method's name,
+# self, and its positional and keyword arguments); None before.
 _torch_compiling: Any = None
 _torch_traced: Any = None
+
+
+def traceable(name: str) -> Any:
+    """Decorates Sampler.<name> (reveal, verify_drafts, stash_logprobs): while torch.compile
+    traces, the call goes to torch.ops.dds.* through _torch_traced with the arguments as given
+    (dynamo traces *args / **kwargs; it cannot trace locals()); else to the method itself."""
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _torch_compiling is not None and _torch_compiling():
+                return _torch_traced(name, self, args, kwargs)
+            return fn(self, *args, **kwargs)
+        return method
+    return wrap
 
 
 class DecodeCalls:
     """The decode-step calls of dds.Sampler."""
 
     # -- reveal ---------------------------------------------------------------------------------
+    @traceable("reveal")
     def reveal(self, scores: ArrayLike, *,
                row_offsets: Optional[ArrayLike] = None,
                positions: Optional[ArrayLike] = None,
@@ -121,8 +137,6 @@ class DecodeCalls:
         -------
         RevealResult
         """
-        if _torch_compiling is not None and _torch_compiling():
-            return _torch_traced("reveal", locals())
         h = self._live()
         ctx, sinfo = self._first_ctx(scores, "scores", stream)
         sptr, sinfo = vector(sinfo.obj, "scores", ctx, "float32", None)
@@ -238,6 +252,7 @@ class DecodeCalls:
                                   rows=rows, info=info)
         return info, dt, stride
 
+    @traceable("verify_drafts")
     def verify_drafts(self, target_logits: ArrayLike, draft_logits: Optional[ArrayLike] = None,
                       draft_tokens: Optional[ArrayLike] = None, *,
                       draft_counts: Optional[ArrayLike] = None,
@@ -291,8 +306,6 @@ class DecodeCalls:
         -------
         VerifyResult
         """
-        if _torch_compiling is not None and _torch_compiling():
-            return _torch_traced("verify_drafts", locals())
         h = self._live()
         tinfo0 = describe(target_logits, "target_logits")
         if tinfo0 is None:

@@ -31,7 +31,7 @@ from ._arrays import (
     vector,
 )
 # Re-exported: the result types and names of every call live here for dds/__init__.py.
-from ._decode import (REVEAL_OUTPUTS, REVEAL_POLICIES, VERIFY_OUTPUTS,  # noqa: F401
+from ._decode import (REVEAL_OUTPUTS, REVEAL_POLICIES, VERIFY_OUTPUTS, traceable,  # noqa: F401
                       DecodeCalls, RevealResult, VerifyResult, _scalar_value)
 from ._sample import (LOGIT_DTYPES, MAX_PLANS, PLAN_SLOTS, SAMPLE_OUTPUTS,  # noqa: F401
                       build_sample_args, check_float, check_int, make_plan, result_tuple)
@@ -80,9 +80,6 @@ _sample_planned = _dds.dds_py_sample_planned
 # (enable_torch); None before. Read by Sampler.sample and stash_logprobs on every call.
 _torch_compiling: Any = None
 _torch_traced_sample: Any = None  # dds._torch_ops.traced_sample, set with _torch_compiling
-# dds._torch_ops.traced_call, set with _torch_compiling: stash_logprobs passes it its locals()
-# (every argument; so the method has no closure over its locals, which dynamo cannot read).
-_torch_traced: Any = None
 _IDS = itertools.count(1)
 _LIVE: Dict[int, Any] = {}  # sampler id -> weakref (for the torch custom ops)
 
@@ -474,6 +471,7 @@ class Sampler(DecodeCalls):
                                **sample_kwargs).finish(gathered)
 
     # -- stash ----------------------------------------------------------------------------------
+    @traceable("stash_logprobs")
     def stash_logprobs(self, logits: ArrayLike, *,
                        row_offsets: Optional[ArrayLike] = None,
                        keep: Optional[ArrayLike] = None,
@@ -538,8 +536,6 @@ class Sampler(DecodeCalls):
         -------
         StashResult
         """
-        if _torch_compiling is not None and _torch_compiling():
-            return _torch_traced("stash_logprobs", locals())
         h = self._live()
         linfo = describe(logits, "logits")
         if linfo is None:

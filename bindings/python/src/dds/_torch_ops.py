@@ -535,14 +535,20 @@ _RESULTS = {"reveal": _decode.RevealResult, "verify_drafts": _decode.VerifyResul
 _DEFAULTS = {m: {p.name: p.default for p in inspect.signature(getattr(_sampler.Sampler, m))
                  .parameters.values() if p.default is not inspect.Parameter.empty}
              for m in _RESULTS}
+# Their positional parameters after self, in order.
+_POSITIONAL = {m: [p.name for p in inspect.signature(getattr(_sampler.Sampler, m)).parameters.values()
+                   if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD][1:]
+               for m in _RESULTS}
 
 
-def traced_call(method: str, kw: Dict[str, Any]) -> Any:
-    """Sampler.<method> (reveal, verify_drafts, stash_logprobs) while torch.compile traces:
-    `kw` is the method's locals() (self and every argument); the same call as
+def traced_call(method: str, s: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    """Sampler.<method> (reveal, verify_drafts, stash_logprobs) on sampler `s` while
+    torch.compile traces, with the method's positional and keyword arguments: the same call as
     torch.ops.dds.<method> (or <method>_out when out_* tensors or a canvas are given)."""
-    kw = dict(kw)
-    name, args, res, mask = op_call(kw.pop("self"), method, **kw)
+    kw = dict(_DEFAULTS[method])
+    kw.update(zip(_POSITIONAL[method], args))
+    kw.update(kwargs)
+    name, args, res, mask = op_call(s, method, **kw)
     got = iter(getattr(torch.ops.dds, name)(*args) or ())
     for i in range(len(res)):
         if mask >> i & 1:
@@ -554,7 +560,7 @@ def register() -> Any:
     """Called once by dds._sampler.enable_torch: the ops are registered at import; returns the
     function that tells whether torch.compile is tracing."""
     _sampler._torch_traced_sample = traced_sample
-    _sampler._torch_traced = _decode._torch_traced = traced_call
+    _decode._torch_traced = traced_call
     _decode._torch_compiling = torch.compiler.is_compiling
     from . import vllm
     torch._dynamo.assume_constant_result(vllm._traced_index)
