@@ -81,6 +81,26 @@ struct RowSrc {
       for (int e = 0; e < VEC; ++e) out[e] = row::make_l(c[e], 0.f, false, 0.f, x, e);
     }
   }
+  // f(base, lv) for each group of VEC columns at base (thread tid: tid * VEC + n * blockDim.x *
+  // VEC), kUnroll groups loaded before f runs on them, while the group's warp chunk (base - lane *
+  // VEC, warp-uniform) starts below Vr; lv[e] is column base + e's l (neg_inf() from V on).
+  template <typename F>
+  __device__ __forceinline__ void for_each_group(int Vr, F f) const {
+    constexpr int VEC = Elt<DT>::VEC;
+    const int step = blockDim.x * VEC;
+    const int lane = threadIdx.x & 31;
+    for (int b0 = threadIdx.x * VEC; b0 < Vr; b0 += step * kUnroll) {
+      float lv[kUnroll][VEC];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) group(b0 + k * step, lv[k]);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int base = b0 + k * step;
+        if (base - lane * VEC >= Vr) break;
+        f(base, lv[k]);
+      }
+    }
+  }
   // f(t, l) for every column t < V of the row (any order).
   template <typename F>
   __device__ __forceinline__ void for_each(F f) const {
@@ -605,33 +625,22 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
             if (tid == 0) sm.ncand = 0;
             __syncthreads();
             constexpr int kCh = 32 * VEC;
-            const int step = blockDim.x * VEC;
-            const int Vr = (V + kCh - 1) / kCh * kCh;
-            for (int b0 = tid * VEC; b0 < Vr; b0 += step * kUnroll) {
-              float lv[kUnroll][VEC];
+            src.for_each_group((V + kCh - 1) / kCh * kCh, [&](int base, const float (&lv)[VEC]) {
+              unsigned long long cs =
+                  boundary_terms(lv, base, bd, amin, m, in_prefix, pre_ef, pre_nk, [&](int e) {
+                    const int j = atomicAdd(&sm.ncand, 1);
+                    if (j < lcap) {
+                      lid[j] = base + e;
+                      ll[j] = lv[e];
+                    }
+                  });
 #pragma unroll
-              for (int k = 0; k < kUnroll; ++k) src.group(b0 + k * step, lv[k]);
-#pragma unroll
-              for (int k = 0; k < kUnroll; ++k) {
-                const int base = b0 + k * step;
-                const int chunk0 = base - lane * VEC;  // warp-uniform, inside one 1024-block
-                if (chunk0 >= Vr) break;
-                unsigned long long cs =
-                    boundary_terms(lv[k], base, bd, amin, m, in_prefix, pre_ef, pre_nk, [&](int e) {
-                      const int j = atomicAdd(&sm.ncand, 1);
-                      if (j < lcap) {
-                        lid[j] = base + e;
-                        ll[j] = lv[k][e];
-                      }
-                    });
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
-                if (lane == 0 && cs) {
-                  atomicAdd(&bsum[chunk0 >> 10], cs);
-                  pre_zf += cs;
-                }
+              for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
+              if (lane == 0 && cs) {
+                atomicAdd(&bsum[(base - lane * VEC) >> 10], cs);  // (the warp chunk's block)
+                pre_zf += cs;
               }
-            }
+            });
             __syncthreads();
             listed = true;
             pre_sums = true;
@@ -706,47 +715,37 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     Z = (double)zf / kFix;  // (every thread: the totals)
     E = (double)ef / kFix;
   } else {
-    const int step = blockDim.x * VEC;
-    const int Vr = nchunks * kChunk;
-    for (int b0 = tid * VEC; b0 < Vr; b0 += step * kUnroll) {
-      float lv[kUnroll][VEC];
+    src.for_each_group(nchunks * kChunk, [&](int base, const float (&lv)[VEC]) {
+      float s = 0.f, en = 0.f, sl = 0.f, el = 0.f;
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) src.group(b0 + k * step, lv[k]);
-#pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        const int base = b0 + k * step;  // warp-uniform chunk: base - lane*VEC
-        if (base - lane * VEC >= Vr) break;
-        float s = 0.f, en = 0.f, sl = 0.f, el = 0.f;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float l = lv[k][e];
-          if (l == neg_inf()) continue;
-          const float a = row::temper(l, invT);
-          if (in_k(base + e, a)) {
-            const float d = fmaxf(a - m, -1000.f);
-            const float x = fexp(d);
-            s += x;
-            en = fmaf(x, d, en);
-            ++nk;
-          }
-          if (P.stats_guided) {
-            const float d = fmaxf(l - Ml, -1000.f);
-            const float x = fexp(d);
-            sl += x;
-            el = fmaf(x, d, el);
-          }
+      for (int e = 0; e < VEC; ++e) {
+        const float l = lv[e];
+        if (l == neg_inf()) continue;
+        const float a = row::temper(l, invT);
+        if (in_k(base + e, a)) {
+          const float d = fmaxf(a - m, -1000.f);
+          const float x = fexp(d);
+          s += x;
+          en = fmaf(x, d, en);
+          ++nk;
         }
-        E += en;
-        Zl += sl;
-        El += el;
-        s = warp_sum(s);
-        Z += (lane == 0) ? (double)s : 0.0;
-        if (lane == 0) {
-          const int chunk = (base - lane * VEC) / kChunk;
-          part[(chunk / kSlots) * 8 + (chunk % kSlots)] = s;
+        if (P.stats_guided) {
+          const float d = fmaxf(l - Ml, -1000.f);
+          const float x = fexp(d);
+          sl += x;
+          el = fmaf(x, d, el);
         }
       }
-    }
+      E += en;
+      Zl += sl;
+      El += el;
+      s = warp_sum(s);
+      Z += (lane == 0) ? (double)s : 0.0;
+      if (lane == 0) {
+        const int chunk = (base - lane * VEC) / kChunk;
+        part[(chunk / kSlots) * 8 + (chunk % kSlots)] = s;
+      }
+    });
   }
   nk = warp_sumi(nk);
   if (!cand_sums) {
