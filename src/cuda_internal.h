@@ -1,5 +1,5 @@
 // Seams between the CUDA backend (cuda_backend.cu: device, workspace, pointer checks) and the
-// per-operation dispatch units (cuda_sample.cu, cuda_stash.cu). Host code only.
+// per-operation dispatch units (cuda_sample.cu with its per-dtype units, cuda_stash.cu). Host code only.
 #ifndef DDS_SRC_CUDA_INTERNAL_H_
 #define DDS_SRC_CUDA_INTERNAL_H_
 

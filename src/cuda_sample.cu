@@ -3,8 +3,7 @@
 // kernels queued on the caller's stream (kernels/sample/launch.cuh). No allocation, no host
 // synchronisation, no device-to-host read: per-request values are read (and sanitised) inside
 // the kernels, so the call is graph-capturable.
-#include "cuda_internal.h"
-#include "sample_params.h"
+#include "cuda_sample_dtype.h"  // first: the kernels are in cuda_sample_{f32,bf16,f16}.cu
 
 namespace dds {
 

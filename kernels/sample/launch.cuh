@@ -89,16 +89,9 @@ inline size_t filter_smem_bytes(int V, bool smem_row) {
 
 // The largest dynamic shared memory any launch of the filter kernel asks for. Set once per
 // process and device, independent of the sampler's V (samplers of different V share the kernel).
-inline cudaError_t prepare_sample_kernels() {
-  const int bytes = (int)filter_smem_bytes(kSmemRowMax, true);
-  cudaError_t e = cudaSuccess;
-  for (int dtype : {kDtypeF32, kDtypeBF16, kDtypeF16}) {
-    if (e != cudaSuccess) break;
-    DDS_DISPATCH_DTYPE(dtype, DT, {
-      e = cudaFuncSetAttribute(filter_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    });
-  }
-  return e;
+template <int DT>
+cudaError_t prepare_filter_kernel(int bytes) {
+  return cudaFuncSetAttribute(filter_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 // The instantiation of a small kernel for V: groups held for the last block (small_groups_for).
@@ -122,8 +115,10 @@ inline void launch_small_filter(cudaStream_t s, const SampleParams& P) {
   }
 }
 
+// The kernels of one dtype (a template, not inline: the library instantiates each dtype in a
+// translation unit of its own, src/cuda_sample_dtype.h).
 template <int DT>
-inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_t s) {
+cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_t s) {
   // The plan's choices that kernels read.
   P.bpw = plan.bpw;
   P.fbpw = DT == 0 ? 1 : plan.fbpw;
@@ -202,6 +197,28 @@ inline cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cuda
   }
   if (P.request_status) launch_kernel(s, status_kernel, (P.num_requests + 127) / 128, 128, 0, P);
   return cudaGetLastError();
+}
+
+// A build that compiles each dtype's kernels in a translation unit of its own defines
+// DDS_SAMPLE_DTYPES_APART before including this header: the dispatchers below then instantiate
+// no kernel, and each unit explicitly instantiates its dtype (src/cuda_sample_dtype.h).
+#ifdef DDS_SAMPLE_DTYPES_APART
+extern template cudaError_t launch_sample_dt<kDtypeF32>(SampleParams, const SamplePlan&, cudaStream_t);
+extern template cudaError_t launch_sample_dt<kDtypeBF16>(SampleParams, const SamplePlan&, cudaStream_t);
+extern template cudaError_t launch_sample_dt<kDtypeF16>(SampleParams, const SamplePlan&, cudaStream_t);
+extern template cudaError_t prepare_filter_kernel<kDtypeF32>(int);
+extern template cudaError_t prepare_filter_kernel<kDtypeBF16>(int);
+extern template cudaError_t prepare_filter_kernel<kDtypeF16>(int);
+#endif
+
+inline cudaError_t prepare_sample_kernels() {
+  const int bytes = (int)filter_smem_bytes(kSmemRowMax, true);
+  cudaError_t e = cudaSuccess;
+  for (int dtype : {kDtypeF32, kDtypeBF16, kDtypeF16}) {
+    if (e != cudaSuccess) break;
+    DDS_DISPATCH_DTYPE(dtype, DT, { e = prepare_filter_kernel<DT>(bytes); });
+  }
+  return e;
 }
 
 // The one dtype dispatch of dds_sample (kernels/common/dtype.h).

@@ -82,7 +82,8 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
   }
 }
 
-__global__ void status_kernel(SampleParams P) {
+// (static: every translation unit that includes this header and launches it has its own)
+static __global__ void status_kernel(SampleParams P) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= P.num_requests) return;
   const Req q = load_req(P, r);

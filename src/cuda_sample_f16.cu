@@ -1,0 +1,4 @@
+// The sample kernels for f16 logits (src/cuda_sample_dtype.h).
+#include "cuda_sample_dtype.h"
+
+DDS_SAMPLE_DTYPE_INSTANTIATE(::dds::kDtypeF16)
