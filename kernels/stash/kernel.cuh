@@ -86,11 +86,15 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
   // request's offsets good, common/offsets.h: then each request owns exactly its range, and
   // neither this pass nor the items search for their rows); (b) the rest for kept requests;
   // (c) block scan.
-  int bad_offsets = 0;
+  // (Two loops: the offsets' branch inside the unrolled one would keep the compiler from issuing
+  // a batch's keep loads together: a load latency per request and CTA.)
 #pragma unroll 4
-  for (int r = tid; r < R; r += nthreads) {
+  for (int r = tid; r < R; r += nthreads)
     cum[r] = (P.keep == nullptr || P.keep[r] != 0) ? 1 : 0;
-    if (P.row_offsets != nullptr)
+  int bad_offsets = 0;
+  if (P.row_offsets != nullptr) {
+#pragma unroll 4
+    for (int r = tid; r < R; r += nthreads)
       bad_offsets |= !offsets::good(P.row_offsets[r], P.row_offsets[r + 1], r, R, P.num_rows);
   }
   const bool offsets_valid = __syncthreads_or(bad_offsets) == 0;
