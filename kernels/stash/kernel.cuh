@@ -19,11 +19,6 @@ namespace stash {
 // n = 5; f32 4096 x 32000: 1.28x vs 1.46x), see bench/RESULTS.md.
 constexpr int kMinBlocks = 2;
 
-// One launch for the whole call (see stash.cuh): T the logits' element type (float,
-// __nv_bfloat16, __half); COUNT: given ids are ranked (committed tokens or the requests' own
-// ids); MASK: the call has allowed-token masks (without, the mask pass is not compiled in: the
-// kernel keeps the instructions of the kernel without masks). Registers are capped for
-// kMinBlocks CTAs of 256 threads per SM.
 // Request r's rows to stash under the rules of stash.cuh: returns their count, sets *lo (the first
 // of them) and *status (the request's bits but those of its given ids). owned: the row_offsets
 // array is invalid, so the rows are those the request owns (common/offsets.h rows_of); else its
@@ -70,6 +65,11 @@ __device__ __forceinline__ int32_t given_ids_status(const Params& P, int r, int 
   return status;
 }
 
+// One launch for the whole call (see stash.cuh): T the logits' element type (float,
+// __nv_bfloat16, __half); COUNT: given ids are ranked (committed tokens or the requests' own
+// ids); MASK: the call has allowed-token masks (without, the mask pass is not compiled in: the
+// kernel keeps the instructions of the kernel without masks). Registers are capped for
+// kMinBlocks CTAs of 256 threads per SM.
 template <typename T, bool COUNT, bool MASK>
 __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) {
   DDS_DYNAMIC_SMEM(smem);
