@@ -276,17 +276,10 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   for (int b = lane; b < nb; b += 32) km[b] = 0ull;
   __syncwarp();
   __threadfence();
-  unsigned long long zf = 0;
-  long long ef = 0;
-  int nk = 0;
-  for_list(S, nS, lane, [&](int c, float l) {
-    const float a = row::temper(l, invT);
-    if (!in_k(c, a)) return;
-    const unsigned long long ux = kept_terms(a, md, ef);
-    if (ux) atomicAdd(km + (c >> 10), ux);
-    zf += ux;
-    ++nk;
-  });
+  const KeptSums ks = kept_list_sums(S, nS, lane, in_k, invT, md, km);
+  unsigned long long zf = ks.zf;
+  long long ef = ks.ef;
+  int nk = ks.nk;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     zf += __shfl_xor_sync(0xffffffffu, zf, o);

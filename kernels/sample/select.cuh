@@ -646,6 +646,29 @@ __device__ __forceinline__ unsigned long long kept_terms(float a, double md, lon
   ef += __double2ll_rn(x * d * kMassScale);
   return __double2ull_rn(x * kMassScale);
 }
+// The kept sums of a filtered row over its list S[0, nS) (for_list's layout from j0, step): each
+// kept column's mass added to its block's entry of km (atomics) and to zf, its entropy term to ef;
+// nk counts them (this thread's parts).
+struct KeptSums {
+  unsigned long long zf = 0;
+  long long ef = 0;
+  int nk = 0;
+};
+template <class K>
+__device__ __forceinline__ KeptSums kept_list_sums(const int2* S, int nS, int lane, const K& in_k, float invT,
+                                                   double md, unsigned long long* km, int j0 = -1,
+                                                   int step = 128) {
+  KeptSums s;
+  for_list(S, nS, lane, [&](int c, float l) {
+    const float a = row::temper(l, invT);
+    if (!in_k(c, a)) return;
+    const unsigned long long ux = kept_terms(a, md, s.ef);
+    if (ux) atomicAdd(km + (c >> 10), ux);
+    s.zf += ux;
+    ++s.nk;
+  }, j0, step);
+  return s;
+}
 
 // The token of a filtered row among the list S[0, nS) (team_token over the entries of the winning
 // block bbest; for_list's layout: warp w of a CtaTeam walks entries 128 w + lane, step 128 x warps).

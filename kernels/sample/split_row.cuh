@@ -190,20 +190,10 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   for (int b = tid; b < nb; b += kRowWarps * 32) km[b] = 0ull;
   __syncthreads();
   __threadfence();
-  unsigned long long zf = 0;
-  long long ef = 0;
-  int nk = 0;
-  for_list(S, nS, lane, [&](int c, float l) {
-    const float a = row::temper(l, invT);
-    if (!in_k(c, a)) return;
-    const unsigned long long ux = kept_terms(a, md, ef);
-    if (ux) atomicAdd(km + (c >> 10), ux);
-    zf += ux;
-    ++nk;
-  }, 128 * wid + lane, 128 * kRowWarps);
-  zf = cta_sum_u64(zf, sm.wz);
-  ef = (long long)cta_sum_u64((unsigned long long)ef, sm.we);
-  nk = (int)cta_sum_u64((unsigned long long)nk, sm.wz);
+  const KeptSums ks = kept_list_sums(S, nS, lane, in_k, invT, md, km, 128 * wid + lane, 128 * kRowWarps);
+  const unsigned long long zf = cta_sum_u64(ks.zf, sm.wz);
+  const long long ef = (long long)cta_sum_u64((unsigned long long)ks.ef, sm.we);
+  const int nk = (int)cta_sum_u64((unsigned long long)ks.nk, sm.wz);
   __threadfence();
   // Winning block (float64 scores; ties by lower block), then the token.
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);

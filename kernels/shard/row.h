@@ -244,16 +244,20 @@ DDS_HD bool in_rule(const KRule& k, const Col& col, int32_t id) {
   return true;
 }
 
+template <class R>
+DDS_HD R zeroed() {  // a record with every byte 0
+  R r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
 DDS_HD Winner no_winner() {
-  Winner w;
-  memset(&w, 0, sizeof w);
+  Winner w = zeroed<Winner>();
   w.id = -1;
   w.key = neg_inf_d();
   return w;
 }
 DDS_HD BlockPart no_part() {
-  BlockPart b;
-  memset(&b, 0, sizeof b);
+  BlockPart b = zeroed<BlockPart>();
   b.block = -1;
   b.win = no_winner();
   return b;
