@@ -70,6 +70,29 @@ __device__ __forceinline__ void filter_top(const SampleParams& P, const BlockRec
   t = warp_top2(t);
   Ul = warp_max(Ul);
 }
+// The block records' mass outside the candidate list S of a top-p row without top-k (a warp:
+// lane-strided over the blocks, then summed), in finish_filtered's order.
+__device__ __forceinline__ double outside_mass(const BlockRec* recs, int nb, int lane, float invT, double md) {
+  double zr = 0;
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 == neg_inf()) continue;
+    const double sr = (double)__ldcg(&recs[b].sa);
+    if (sr > 0) zr += sr * exp((double)row::temper(m1, invT) - md);
+  }
+  return warp_sumd(zr);
+}
+// A filtered row's guided statistics over its block records (a warp), relative to the row
+// maximum Ml: Zl and El (guided_terms).
+__device__ __forceinline__ void guided_sums(const BlockRec* recs, int nb, int lane, float Ml, double& Zl,
+                                            double& El) {
+  for (int b = lane; b < nb; b += 32) {
+    const float m1 = __ldcg(&recs[b].maxl);
+    if (m1 != neg_inf()) guided_terms(m1, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), Ml, Zl, El);
+  }
+  Zl = warp_sumd(Zl);
+  El = warp_sumd(El);
+}
 // 1 (continued) and 1b from m = row::temper(t.m1, invT) (t.m1 finite: a row with a finite column)
 // and Ul: complete, Ua, amin and lo.
 __device__ __forceinline__ FilterBounds filter_lo(const SampleParams& P, const Req& q, const BlockRec* recs,
@@ -249,15 +272,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     });
   };
   const FiltThr th = filter_thresholds(WarpTeam{lane}, P, q, each, nS, complete, m, md, amin, Ua, hist, hm, [&]() {
-    double zr = 0;
-    for (int b = lane; b < nb; b += 32) {
-      const float m1 = __ldcg(&recs[b].maxl);
-      if (m1 == neg_inf()) continue;
-      const double sr = (double)__ldcg(&recs[b].sa);
-      if (sr > 0) zr += sr * exp((double)row::temper(m1, invT) - md);
-    }
-    zr = warp_sumd(zr);
-    return zr * kMassScale + (double)zout;
+    return outside_mass(recs, nb, lane, invT, md) * kMassScale + (double)zout;
   });
   const uint32_t kthr = th.kthr;
   const int cid = th.cid;
@@ -307,14 +322,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
 
   // 6. Statistics: processed over the kept set, or guided over K0 from the block records.
   double Zl = 0, El = 0;
-  if (P.stats_guided) {
-    for (int b = lane; b < nb; b += 32) {
-      const float m1 = __ldcg(&recs[b].maxl);
-      if (m1 != neg_inf()) guided_terms(m1, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), Ml, Zl, El);
-    }
-    Zl = warp_sumd(Zl);
-    El = warp_sumd(El);
-  }
+  if (P.stats_guided) guided_sums(recs, nb, lane, Ml, Zl, El);
   if (lane == 0)
     filtered_outputs<DT>(P, q, row, token, amax, t.m2, Ml, m, kthr, cid, amin, zf, ef, nk, Zl, El);
 }

@@ -137,25 +137,9 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
       t.m2 = fmaxf(t.m2, tb.m2);
     }
     // The mass outside S (top-p without top-k): the records' part in finish_filtered's order.
-    double zr = 0;
-    if (q.p < 1.f && q.p > 0.f) {
-      for (int b = lane; b < nb; b += 32) {
-        const float m1 = __ldcg(&recs[b].maxl);
-        if (m1 == neg_inf()) continue;
-        const double sr = (double)__ldcg(&recs[b].sa);
-        if (sr > 0) zr += sr * exp((double)row::temper(m1, invT) - md);
-      }
-      zr = warp_sumd(zr);
-    }
+    const double zr = (q.p < 1.f && q.p > 0.f) ? outside_mass(recs, nb, lane, invT, md) : 0.0;
     double Zl = 0, El = 0;
-    if (P.stats_guided) {
-      for (int b = lane; b < nb; b += 32) {
-        const float m1 = __ldcg(&recs[b].maxl);
-        if (m1 != neg_inf()) guided_terms(m1, __ldcg(&recs[b].sl), __ldcg(&recs[b].el), Ml, Zl, El);
-      }
-      Zl = warp_sumd(Zl);
-      El = warp_sumd(El);
-    }
+    if (P.stats_guided) guided_sums(recs, nb, lane, Ml, Zl, El);
     if (lane == 0) {
       sm.t = t;
       sm.zo = zr * kMassScale + (double)zout;
