@@ -22,6 +22,7 @@
 #include "dtype.h"
 #include "internal.h"
 #include "offsets.h"
+#include "outputs.h"
 #include "rng.h"
 
 namespace dds {
@@ -270,12 +271,7 @@ struct SampleCall {
 };
 
 void write_empty_row(const dds_sample_args& a, int32_t V, int32_t i) {
-  if (a.tokens) a.tokens[i] = 0;
-  if (a.argmax) a.argmax[i] = 0;
-  if (a.logprobs) a.logprobs[i] = -kInf;
-  if (a.confidence) a.confidence[i] = 0.f;
-  if (a.margin) a.margin[i] = 0.f;
-  if (a.entropy) a.entropy[i] = 0.f;
+  outputs_of(a).write_empty(i);
   if (a.probs) fill_probs_zero({a.probs, a.probs_dtype, (int64_t)i * a.probs_row_stride}, V);
 }
 
@@ -365,12 +361,7 @@ bool sample_row(const dds_sample_args& a, int32_t V, const RequestParams& q, int
       store_probs_value(po, token, 1.f);
     }
   }
-  if (a.tokens) a.tokens[i] = token;
-  if (a.argmax) a.argmax[i] = amax;
-  if (a.logprobs) a.logprobs[i] = (float)st.logprob;
-  if (a.confidence) a.confidence[i] = (float)st.confidence;
-  if (a.margin) a.margin[i] = (float)st.margin;
-  if (a.entropy) a.entropy[i] = (float)st.entropy;
+  outputs_of(a).write(i, token, amax, st.logprob, st.confidence, st.margin, st.entropy);
   return true;
 }
 

@@ -32,16 +32,7 @@ inline ksample::SampleParams sample_params(const dds_sample_args& a, int V) {
   P.allowed_stride = a.allowed_mask_stride;
   P.stats_guided = a.stats == DDS_STATS_GUIDED;
   P.want_stats = (a.logprobs || a.confidence || a.margin || a.entropy || a.probs) ? 1 : 0;
-  P.tokens = a.tokens;
-  P.logprobs = a.logprobs;
-  P.argmax = a.argmax;
-  P.confidence = a.confidence;
-  P.margin = a.margin;
-  P.entropy = a.entropy;
-  P.probs = a.probs;
-  P.probs_dtype = a.probs_dtype;
-  P.probs_stride = a.probs_row_stride;
-  P.request_status = a.request_status;
+  P.out = outputs_of(a);
   // 16-byte vector loads when both logits tensors allow them.
   const size_t esz = dtype_size(a.dtype);
   bool vec = ((uintptr_t)a.logits % 16 == 0) && ((size_t)a.row_stride * esz) % 16 == 0;

@@ -39,16 +39,7 @@ inline shard::Args shard_args(const dds_sample_args& a) {
   s.vals = rule::values_of(a);
   s.banned_token = a.banned_token;
   s.stats = a.stats;
-  s.tokens = a.tokens;
-  s.logprobs = a.logprobs;
-  s.argmax = a.argmax;
-  s.confidence = a.confidence;
-  s.margin = a.margin;
-  s.entropy = a.entropy;
-  s.probs = a.probs;
-  s.probs_dtype = a.probs_dtype;
-  s.probs_row_stride = a.probs_row_stride;
-  s.request_status = a.request_status;
+  s.out = outputs_of(a);
   return s;
 }
 

@@ -191,11 +191,11 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
                     filter_smem_bytes(P.V, plan.smem_row), P);
     }
   }
-  if (P.probs) {
+  if (P.out.probs) {
     const int chunks = (P.V + kProbsChunk - 1) / kProbsChunk;
     launch_kernel(s, probs_kernel<DT>, (unsigned)((long long)P.num_rows * chunks), 256, 0, P, chunks);
   }
-  if (P.request_status) launch_kernel(s, status_kernel, (P.num_requests + 127) / 128, 128, 0, P);
+  if (P.out.request_status) launch_kernel(s, status_kernel, (P.num_requests + 127) / 128, 128, 0, P);
   return cudaGetLastError();
 }
 

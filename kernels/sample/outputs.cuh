@@ -1,4 +1,5 @@
-// Per-row output stores shared by every sampling kernel (write_outputs, write_empty, store_prob).
+// Per-row output stores shared by every sampling kernel (write_empty with the row's RowInfo,
+// store_prob; the outputs themselves: RowOutputs, kernels/common/outputs.h).
 #ifndef DDS_KERNELS_SAMPLE_OUTPUTS_CUH_
 #define DDS_KERNELS_SAMPLE_OUTPUTS_CUH_
 
@@ -16,12 +17,7 @@ __device__ __forceinline__ void store_prob(void* base, int dt, long long idx, fl
 }
 
 __device__ __forceinline__ void write_empty(const SampleParams& P, int row) {
-  if (P.tokens) P.tokens[row] = 0;
-  if (P.argmax) P.argmax[row] = 0;
-  if (P.logprobs) P.logprobs[row] = neg_inf();
-  if (P.confidence) P.confidence[row] = 0.f;
-  if (P.margin) P.margin[row] = 0.f;
-  if (P.entropy) P.entropy[row] = 0.f;
+  P.out.write_empty(row);
   RowInfo ri;
   ri.logS = 0;
   ri.M = 0.f;
@@ -34,17 +30,6 @@ __device__ __forceinline__ void write_empty(const SampleParams& P, int row) {
   ri.amin = 0;
   ri.empty = 1;
   P.rowinfo[row] = ri;
-}
-
-__device__ __forceinline__ void write_outputs(const SampleParams& P, int row, int token, int amax,
-                                              double logprob, double conf, double margin,
-                                              double ent) {
-  if (P.tokens) P.tokens[row] = token;
-  if (P.argmax) P.argmax[row] = amax;
-  if (P.logprobs) P.logprobs[row] = (float)logprob;
-  if (P.confidence) P.confidence[row] = (float)conf;
-  if (P.margin) P.margin[row] = (float)margin;
-  if (P.entropy) P.entropy[row] = (float)ent;
 }
 
 // A sampled row's statistics from the sums of the distribution it reports, taken relative to
@@ -73,7 +58,7 @@ __device__ __forceinline__ RowStats row_stats(RowInfo& ri, int mode, int use_a, 
 __device__ __forceinline__ void write_row(const SampleParams& P, int row, int token, int amax,
                                           RowStats st, const RowInfo& ri) {
   if (st.ent < 0) st.ent = 0;
-  write_outputs(P, row, token, amax, st.logprob, st.conf, st.margin, st.ent);
+  P.out.write(row, token, amax, st.logprob, st.conf, st.margin, st.ent);
   P.rowinfo[row] = ri;
 }
 

@@ -12,6 +12,7 @@
 
 #include "../common/device.cuh"
 #include "../common/dtype.h"
+#include "../common/outputs.h"
 #include "../common/request.h"
 #include "../common/rng.h"
 #include "../common/status.h"
@@ -96,16 +97,7 @@ struct SampleParams {
   long long allowed_stride;
   int stats_guided;
   int want_stats;
-  int32_t* tokens;
-  float* logprobs;
-  int32_t* argmax;
-  float* confidence;
-  float* margin;
-  float* entropy;
-  void* probs;
-  int probs_dtype;
-  long long probs_stride;
-  int32_t* request_status;
+  RowOutputs out;  // tokens .. request_status (kernels/common/outputs.h)
   int vec_ok;
   int smem_row;  // filter kernel: row held in shared memory
   int bpw;    // plain pass: consecutive blocks of one row per warp (launch_sample_dt)

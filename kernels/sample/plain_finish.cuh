@@ -25,7 +25,7 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
   RowStats st{0, 1, 1, 0};
   if (P.stats_guided) {
     float xt = 0.f;
-    if (P.logprobs) xt = lt == lt ? lt : load_l<DT>(P, q, row, token);  // l of the token
+    if (P.out.logprobs) xt = lt == lt ? lt : load_l<DT>(P, q, row, token);  // l of the token
     st = row_stats(ri, 0, 0, Ml, log(Zl), Zl, El, xt, t.m2 != neg_inf(), t.m2);
   } else if (q.greedy) {
     ri.mode = 1;
@@ -34,7 +34,7 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
     ri.M = 0.f;
   } else {
     float xt = 0.f;
-    if (P.logprobs) xt = row::temper(lt == lt ? lt : load_l<DT>(P, q, row, token), q.invT);
+    if (P.out.logprobs) xt = row::temper(lt == lt ? lt : load_l<DT>(P, q, row, token), q.invT);
     st = row_stats(ri, 0, 1, Ma, log(Za), Za, Ea, xt, t.m2 != neg_inf(),
                    row::temper(t.m2, q.invT));
   }

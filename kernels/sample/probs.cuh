@@ -25,10 +25,10 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
   const int i = row - q.row_begin;
   const T* crow = reinterpret_cast<const T*>(P.logits) + (long long)row * P.row_stride;
   const T* urow = q.guided ? reinterpret_cast<const T*>(P.uncond) + (q.ufirst + i) * P.uncond_stride : nullptr;
-  const int odt = P.probs_dtype;
+  const int odt = P.out.probs_dtype;
   const int osz = odt == 0 ? 4 : 2;
-  char* orow = reinterpret_cast<char*>(P.probs) + (long long)row * P.probs_stride * osz;
-  const bool ovec = ((uintptr_t)P.probs % 16 == 0) && ((P.probs_stride * osz) % 16 == 0);
+  char* orow = reinterpret_cast<char*>(P.out.probs) + (long long)row * P.out.probs_row_stride * osz;
+  const bool ovec = ((uintptr_t)P.out.probs % 16 == 0) && ((P.out.probs_row_stride * osz) % 16 == 0);
   const bool vec = P.vec_ok != 0;
   const float rM = ri.M;
   const float lS = (float)ri.logS;
@@ -96,7 +96,7 @@ static __global__ void status_kernel(SampleParams P) {
       st |= kReqEmptyRow;
       break;
     }
-  P.request_status[r] = st;
+  P.out.request_status[r] = st;
 }
 
 }  // namespace ksample

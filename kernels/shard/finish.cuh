@@ -51,17 +51,17 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(const __grid_con
       shard::GatheredMerge gm{&c, &S.r.w, {}};
       S.f = shard::finish_core(c, S.r.w, S.r.g, S.u.bins, &gm);
     }
-    if (S.f.empty && c.a.request_status)
-      atomicOr(&c.a.request_status[S.r.w.req], (int)kReqEmptyRow);
+    if (S.f.empty && c.a.out.request_status)
+      atomicOr(&c.a.out.request_status[S.r.w.req], (int)kReqEmptyRow);
     S.r.k = S.f.k;
     set_min_p_threshold(&S.r.k);
   }
   __syncthreads();
-  if (!c.a.probs) return;
+  if (!c.a.out.probs) return;
   cta_localize<DT>(c, &S.r, S.warp_cnt, &S.res, &S.flag, &S.keep);
   if (threadIdx.x == 0) S.f.k = S.r.k;
   __syncthreads();
-  const int64_t base = (int64_t)i * c.a.probs_row_stride;
+  const int64_t base = (int64_t)i * c.a.out.probs_row_stride;
   const RowCtx& r = S.r;
   const FinishState& f = S.f;
   for_cols<DT>(c, r, [&](int32_t t, float l) {
@@ -69,14 +69,14 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(const __grid_con
     col.l = l;
     col.in0 = l > neg_inf();
     col.x = xf(l, r.greedy, r.invT);
-    store_elt(c.a.probs, c.a.probs_dtype, base + t, shard::finish_prob_col(f, col, c.off + t));
+    store_elt(c.a.out.probs, c.a.out.probs_dtype, base + t, shard::finish_prob_col(f, col, c.off + t));
   });
 }
 
 __global__ void shard_status_kernel(const __grid_constant__ Call c) {
   const int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= c.a.num_requests) return;
-  c.a.request_status[r] = shard::call_params(c, r).status;
+  c.a.out.request_status[r] = shard::call_params(c, r).status;
 }
 
 }  // namespace kshard

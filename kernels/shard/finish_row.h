@@ -84,12 +84,7 @@ DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, con
   f.k = rule_k0();
   if (g.n0 == 0) {
     f.empty = true;
-    if (a.tokens) a.tokens[i] = 0;
-    if (a.argmax) a.argmax[i] = 0;
-    if (a.logprobs) a.logprobs[i] = neg_inf();
-    if (a.confidence) a.confidence[i] = 0.f;
-    if (a.margin) a.margin[i] = 0.f;
-    if (a.entropy) a.entropy[i] = 0.f;
+    a.out.write_empty(i);
     return f;
   }
   const int32_t amax = g.l_id[0];
@@ -145,12 +140,7 @@ DDS_HD FinishState finish_core(const Call& c, const Row& w, const Global& g, con
     ent = logS - W / Z;
     if (ent < 0) ent = 0;
   }
-  if (a.tokens) a.tokens[i] = token;
-  if (a.argmax) a.argmax[i] = amax;
-  if (a.logprobs) a.logprobs[i] = (float)logprob;
-  if (a.confidence) a.confidence[i] = (float)conf;
-  if (a.margin) a.margin[i] = (float)margin;
-  if (a.entropy) a.entropy[i] = (float)ent;
+  a.out.write(i, token, amax, logprob, conf, margin, ent);
   f.onehot = onehot;
   f.guided = guided;
   f.token = token;
@@ -182,10 +172,10 @@ DDS_HD int32_t finish_row(const Call& c, int32_t i) {
   const GatheredBins bins{&c, &w};
   GatheredMerge ms{&c, &w, {}};
   FinishState f = finish_core(c, w, g, bins, &ms);
-  if (a.probs) {
+  if (a.out.probs) {
     localize(c, w, &f.k);
-    const int64_t base = (int64_t)i * a.probs_row_stride;
-    for (int32_t t = 0; t < c.Vs; ++t) store_elt(a.probs, a.probs_dtype, base + t, finish_prob(c, w, f, t));
+    const int64_t base = (int64_t)i * a.out.probs_row_stride;
+    for (int32_t t = 0; t < c.Vs; ++t) store_elt(a.out.probs, a.out.probs_dtype, base + t, finish_prob(c, w, f, t));
   }
   return f.empty ? kReqEmptyRow : 0;
 }

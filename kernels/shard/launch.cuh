@@ -51,7 +51,7 @@ inline void launch_finish_dt(const Call& c, cudaStream_t s) {
 // The finish: the per-request status bits (when asked), then every row's outputs. Returns the
 // launch error.
 inline cudaError_t launch_finish(const Call& c, cudaStream_t s) {
-  if (c.a.request_status) {
+  if (c.a.out.request_status) {
     const int blocks = (c.a.num_requests + kSlowThreads - 1) / kSlowThreads;
     launch_kernel(s, shard_status_kernel, (unsigned)blocks, kSlowThreads, 0, c);
     const cudaError_t e = cudaGetLastError();

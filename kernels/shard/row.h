@@ -6,6 +6,7 @@
 #define DDS_KERNELS_SHARD_ROW_H_
 
 #include "../common/offsets.h"
+#include "../common/outputs.h"
 #include "../common/request.h"
 #include "../common/row.h"
 #include "records.h"
@@ -76,16 +77,7 @@ struct Args {
   rule::Values vals;  // guidance_scales .. step (kernels/common/request.h)
   int32_t banned_token;
   int32_t stats;  // 0 processed, kStatsGuided
-  int32_t* tokens;
-  float* logprobs;
-  int32_t* argmax;
-  float* confidence;
-  float* margin;
-  float* entropy;
-  void* probs;
-  int32_t probs_dtype;
-  int64_t probs_row_stride;
-  int32_t* request_status;
+  RowOutputs out;  // tokens .. request_status (kernels/common/outputs.h)
 };
 
 using Params = rule::Request;  // a request's values (kernels/common/request.h)
