@@ -307,16 +307,9 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   // 5. Winning block (float64 scores), then the token among its kept columns (exact Gumbels).
   const int i = row - q.row_begin;
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
-  double best = 0;
-  int bbest = INT_MAX;
-  for (int b = lane; b < nb; b += 32) {
-    const unsigned long long s = __ldcg(km + b);
-    if (s == 0ull) continue;
-    const double score = (md + log((double)s / kMassScale)) +
-                         gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
-    argmax_merge(best, bbest, score, b);
-  }
-  warp_argmax(best, bbest);
+  double best;
+  int bbest;
+  best_block(km, nb, lane, 32, md, q, pos, best, bbest);
   const int bt = list_token(WarpTeam{lane}, q, pos, S, nS, bbest, in_k, [&](float l) { return row::temper(l, invT); });
   const int token = (bt == INT_MAX) ? amax : bt;
 

@@ -670,6 +670,24 @@ __device__ __forceinline__ KeptSums kept_list_sums(const int2* S, int nS, int la
   return s;
 }
 
+// A filtered row's winning block among its kept masses km[0, nb) (fixed point; 0: no kept
+// column): float64 score md + log(mass) + the block's Gumbel, ties by the lower block. This
+// thread scores blocks b0, b0 + step, ...; the result is its warp's best (best, bbest; bbest =
+// INT_MAX: none).
+__device__ __forceinline__ void best_block(const unsigned long long* km, int nb, int b0, int step, double md,
+                                           const Req& q, uint32_t pos, double& best, int& bbest) {
+  best = 0;
+  bbest = INT_MAX;
+  for (int b = b0; b < nb; b += step) {
+    const unsigned long long s = __ldcg(km + b);
+    if (s == 0ull) continue;
+    const double score = (md + log((double)s / kMassScale)) +
+                         gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
+    argmax_merge(best, bbest, score, b);
+  }
+  warp_argmax(best, bbest);
+}
+
 // The token of a filtered row among the list S[0, nS) (team_token over the entries of the winning
 // block bbest; for_list's layout: warp w of a CtaTeam walks entries 128 w + lane, step 128 x warps).
 template <class Team, class K, class A>

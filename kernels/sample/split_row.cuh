@@ -181,16 +181,9 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   __threadfence();
   // Winning block (float64 scores; ties by lower block), then the token.
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
-  double best = 0;
-  int bbest = INT_MAX;
-  for (int b = tid; b < nb; b += kRowWarps * 32) {
-    const unsigned long long s = __ldcg(km + b);
-    if (s == 0ull) continue;
-    const double score = (md + log((double)s / kMassScale)) +
-                         gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
-    argmax_merge(best, bbest, score, b);
-  }
-  warp_argmax(best, bbest);
+  double best;
+  int bbest;
+  best_block(km, nb, tid, kRowWarps * 32, md, q, pos, best, bbest);
   if (lane == 0) {
     sm.bv[wid] = best;
     sm.bi[wid] = bbest;
