@@ -32,15 +32,15 @@ struct RowOutputs {
     if (margin) margin[i] = 0.f;
     if (entropy) entropy[i] = 0.f;
   }
-  // Row i's token, first argmax column and statistics.
-  DDS_HD void write(int32_t i, int32_t token, int32_t amax, double logprob, double conf, double mgn,
-                    double ent) const {
+  // Row i's token, first argmax column and statistics (float64 statistics round to float here).
+  DDS_HD void write(int32_t i, int32_t token, int32_t amax, float logprob, float conf, float mgn,
+                    float ent) const {
     if (tokens) tokens[i] = token;
     if (argmax) argmax[i] = amax;
-    if (logprobs) logprobs[i] = (float)logprob;
-    if (confidence) confidence[i] = (float)conf;
-    if (margin) margin[i] = (float)mgn;
-    if (entropy) entropy[i] = (float)ent;
+    if (logprobs) logprobs[i] = logprob;
+    if (confidence) confidence[i] = conf;
+    if (margin) margin[i] = mgn;
+    if (entropy) entropy[i] = ent;
   }
 };
 
