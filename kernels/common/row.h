@@ -136,8 +136,8 @@ DDS_HD float sanitize(float v) { return fminf(fmaxf(v, neg_inf()), FLT_MAX); }
 // A kernel reads the mask once per group of columns: word(c0, V) is the mask word of column c0
 // shifted so that bit e stands for column c0 + e (all ones without a mask, or from c0 >= V on:
 // those columns are -inf anyway and the mask row has no word there); group(c0, V) is the group's
-// excluded columns as bits (bit e: column c0 + e is the banned token or masked out; one test per
-// column, as cheap as the banned-token test alone), for e < 32 - (c0 & 31). excluded(col) reads
+// excluded columns as bits (bit e: column c0 + e is the banned token or masked out; make_l's group
+// form tests one bit per column), for e < 32 - (c0 & 31). excluded(col) reads
 // the word itself (col < V).
 struct Ban {
   int32_t token;

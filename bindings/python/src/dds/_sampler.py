@@ -77,7 +77,8 @@ _FAST_SCALARS = (int, float)
 _sample_planned = _dds.dds_py_sample_planned
 
 # torch.compiler.is_compiling once torch is loaded and dds's custom ops are registered
-# (enable_torch); None before. Read by Sampler.sample and stash_logprobs on every call.
+# (enable_torch); None before. Read by Sampler.sample on every call (reveal, verify_drafts and
+# stash_logprobs read _decode's, which dds._torch_ops.register sets with it).
 _torch_compiling: Any = None
 _torch_traced_sample: Any = None  # dds._torch_ops.traced_sample, set with _torch_compiling
 _IDS = itertools.count(1)
