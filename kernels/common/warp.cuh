@@ -1,6 +1,7 @@
-// Warp-level helpers shared by the CUDA kernels (kernels/sample/, kernels/shard/): top-2
-// (multiset runner-up) and argmax merges, butterfly reductions (every lane ends with the result;
-// the reduction order is fixed, so sums are deterministic), and the fp32 Gumbel approximation
+// Warp-level helpers shared by the CUDA kernels (sample, shard, stash, verify, reveal): top-2
+// (multiset runner-up) and argmax merges, butterfly reductions (warp_reduce: every lane ends with
+// the result; the reduction order is fixed, so sums are deterministic), the inclusive warp scan
+// (warp_incl_scan: list offsets, bin prefix sums), and the fp32 Gumbel approximation
 // that pre-selects the few candidates whose exact float64 score (kernels/common/rng.h) is computed.
 // Framework-free; the includer provides the CUDA runtime (or tests/emu/cuda_emu.h).
 #ifndef DDS_KERNELS_WARP_CUH_
@@ -43,25 +44,24 @@ __device__ __forceinline__ Top2 warp_top2(Top2 v) {
   }
   return v;
 }
-__device__ __forceinline__ float warp_sum(float v) {
+// The butterfly reduction of v by op (every lane ends with op over the warp, in one fixed order).
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ double warp_sumd(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+struct AddOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+template <typename T>
+__device__ __forceinline__ T warp_sum_of(T v) { return warp_reduce(v, AddOp{}); }
+__device__ __forceinline__ float warp_sum(float v) { return warp_sum_of(v); }
+__device__ __forceinline__ double warp_sumd(double v) { return warp_sum_of(v); }
+__device__ __forceinline__ int warp_sumi(int v) { return warp_sum_of(v); }
 __device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ int warp_sumi(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
+  return warp_reduce(v, [](float a, float b) { return fmaxf(a, b); });
 }
 // argmax of (value desc, id asc); id INT_MAX = none.
 __device__ __forceinline__ void argmax_merge(double& v, int& i, double v2, int i2) {
@@ -97,6 +97,16 @@ struct Best2 {
 
 // log2 on the MUFU with denormal inputs flushed (every input here is a normal float, >= 2^-53:
 // the same value as __logf's non-flushing sequence without its rescaling instructions).
+// Inclusive prefix sum over the warp, every lane active (lane i: the sum of lanes 0..i).
+template <typename T>
+__device__ __forceinline__ T warp_incl_scan(T v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
 __device__ __forceinline__ float lg2_ftz(float x) {
 #if defined(__CUDA_ARCH__)
   float y;

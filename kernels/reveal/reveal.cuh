@@ -22,6 +22,7 @@
 #include "../common/offsets.h"
 #include "../common/rng.h"
 #include "../common/status.h"
+#include "../common/warp.cuh"
 
 namespace dds {
 namespace reveal {
@@ -71,7 +72,7 @@ struct Params {
 // it let the caller reuse red right after.
 template <typename T, typename Op>
 __device__ __forceinline__ T block_reduce(T v, T* red, T init, Op op) {
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  v = kwarp::warp_reduce(v, op);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
@@ -80,10 +81,7 @@ __device__ __forceinline__ T block_reduce(T v, T* red, T init, Op op) {
   __syncthreads();
   return t;
 }
-struct AddOp {
-  template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
-};
+using kwarp::AddOp;
 __device__ __forceinline__ int32_t block_sum(int32_t v, int32_t* red) {
   return block_reduce(v, red, 0, AddOp{});
 }
@@ -181,11 +179,7 @@ __device__ uint64_t select_kth(const uint64_t* pk, const uint64_t* tb, int32_t n
         c[q] = sm.hist[255 - 8 * lane - q];
         sum += c[q];
       }
-      uint32_t incl = sum;
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t x = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += x;
-      }
+      const uint32_t incl = kwarp::warp_incl_scan(sum, lane);
       const uint32_t excl = incl - sum;
       if (excl < (uint32_t)krem && (uint32_t)krem <= incl) {
         uint32_t cum = excl;

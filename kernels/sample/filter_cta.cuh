@@ -634,8 +634,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
                       ll[j] = lv[e];
                     }
                   });
-#pragma unroll
-              for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
+              cs = warp_sum_of(cs);
               if (lane == 0 && cs) {
                 atomicAdd(&bsum[(base - lane * VEC) >> 10], cs);  // (the warp chunk's block)
                 pre_zf += cs;

@@ -203,12 +203,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       }
     }
     const int c = (n + 15) >> 4;
-    int incl = c;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
+    const int incl = warp_incl_scan(c, lane);
     const int base = nh + incl - c;
     for (int p = 0; p < c && base + p < kHcCap; ++p)
       hcl[base + p] = ((unsigned)(b * hpb + p) << 5) | (unsigned)min(16, n - 16 * p);
@@ -258,8 +253,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
       nS += __popc(bal);
     }
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) zout += __shfl_xor_sync(0xffffffffu, zout, o);
+  zout = warp_sum_of(zout);
   __syncwarp();
   __threadfence();
   const int2* S = cl;
@@ -401,12 +395,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
           }
         }
         const int cnt = __popc(msk);
-        int incl = cnt;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int v = __shfl_up_sync(0xffffffffu, incl, o);
-          if (lane >= o) incl += v;
-        }
+        const int incl = warp_incl_scan(cnt, lane);
         n = __shfl_sync(0xffffffffu, incl, 31);
         base = incl - cnt;
         if (n <= L || lvl >= 5) break;

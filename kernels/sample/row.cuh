@@ -301,9 +301,7 @@ __device__ __forceinline__ Top2 block_top2_regs(const float (&lv)[32], int blk, 
 // ------------------------------------------------------------------------------------------------
 // Reductions
 __device__ __forceinline__ float warp_max_nan(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmax_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+  return warp_reduce(v, [](float a, float b) { return fmax_nan(a, b); });
 }
 
 // The warp's maximum over its lanes' N values of l, NaN-propagating (fmax_nan): a NaN or +inf

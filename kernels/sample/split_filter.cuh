@@ -189,20 +189,14 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_bound_kernel(const __gri
     src.group(base, lv);
     unsigned dmask = 0;  // the columns of digit bd among this lane's
     unsigned long long cs = boundary_terms(lv, base, bd, amin, m, inside, ef, nk, [&](int e) { dmask |= 1u << e; });
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
+    cs = warp_sum_of(cs);
     if (lane == 0 && cs) {
       atomicAdd(km + (w0 >> 10), cs);
       zf += cs;
     }
     // The digit's columns to the row's list: a warp-wide offset, one atomic per warp.
     const int cnt = __popc(dmask);
-    int incl = cnt;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += y;
-    }
+    const int incl = warp_incl_scan(cnt, lane);
     const int total = __shfl_sync(0xffffffffu, incl, 31);
     if (total == 0) continue;
     int wbase = 0;

@@ -59,9 +59,7 @@ using shard::ban_of;
 // kernels/sample/).
 using namespace kwarp;
 __device__ __forceinline__ int warp_mini(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+  return warp_reduce(v, [](int a, int b) { return min(a, b); });
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -44,15 +44,7 @@ __device__ __forceinline__ float key_value(uint64_t k) {
 }
 __device__ __forceinline__ int32_t key_index(uint64_t k) { return (int32_t)(~(uint32_t)k); }
 
-// Inclusive prefix sum over the warp (lane i: the sum of lanes 0..i).
-__device__ __forceinline__ int warp_incl_scan(int v, int lane) {
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int u = __shfl_up_sync(kFull, v, o);
-    if (lane >= o) v += u;
-  }
-  return v;
-}
+using kwarp::warp_incl_scan;
 
 // The CUDA element type of dtype DT (the tile loads use the packed bf16x2 / half2 forms).
 template <int DT>

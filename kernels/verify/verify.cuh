@@ -35,6 +35,7 @@
 #include "../common/rng.h"
 #include "../common/row.h"
 #include "../common/status.h"
+#include "../common/warp.cuh"
 
 namespace dds {
 namespace verify {
@@ -190,7 +191,7 @@ __device__ __forceinline__ float prob_of(const RowRef& w, const RowInfo& info, f
 
 template <typename T, typename Op>
 __device__ __forceinline__ T block_reduce(T v, T* red, Op op) {
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  v = kwarp::warp_reduce(v, op);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
