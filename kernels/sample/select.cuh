@@ -487,23 +487,23 @@ __device__ __forceinline__ float add_rec_terms(const R& rec, bool need_a, bool s
                                                double& Ea, double& Zl, double& El) {
   const float m1 = rec.maxl();
   if (m1 == neg_inf()) return neg_inf();
+  // A record's sums (s, e) against its maximum, rescaled to the row's (dm below it) and added.
+  auto add = [](double s, double e, double dm, double& Z, double& E) {
+    const double w = exp(dm);
+    Z = fma(s, w, Z);
+    E = fma(w, fma(dm, s, e), E);
+  };
   float ma = 0.f;
   if (need_a) {
     ma = row::temper(m1, invT);
     const double sa = (double)rec.sa();
     const double ea = (double)rec.ea();
-    const double dm = (double)ma - (double)Ma;
-    const double w = exp(dm);
-    Za = fma(sa, w, Za);
-    Ea = fma(w, fma(dm, sa, ea), Ea);
+    add(sa, ea, (double)ma - (double)Ma, Za, Ea);
   }
   if (stats_guided) {
     const double sl = (double)rec.sl();
     const double el = (double)rec.el();
-    const double dm = (double)m1 - (double)Ml;
-    const double w = exp(dm);
-    Zl = fma(sl, w, Zl);
-    El = fma(w, fma(dm, sl, el), El);
+    add(sl, el, (double)m1 - (double)Ml, Zl, El);
   }
   return ma;
 }

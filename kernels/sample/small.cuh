@@ -350,22 +350,18 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
         nfin += l != neg_inf() ? 1 : 0;
         return l != neg_inf() ? fkey(row::temper(l, invT)) : 0u;
       };
+      // (a block's nj groups of VEC values, l, to the keys from column c0)
+      auto store_keys = [&](const float* l, int nj, int c0) {
 #pragma unroll
-      for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int e = 0; e < VEC; e += 4)
-          *reinterpret_cast<uint4*>(skey + j * 32 * VEC + lane * VEC + e) =
-              make_uint4(key_of(l0[j * VEC + e]), key_of(l0[j * VEC + e + 1]),
-                         key_of(l0[j * VEC + e + 2]), key_of(l0[j * VEC + e + 3]));
-      if constexpr (NT > 0) {
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
+        for (int j = 0; j < nj; ++j)
 #pragma unroll
           for (int e = 0; e < VEC; e += 4)
-            *reinterpret_cast<uint4*>(skey + kB + j * 32 * VEC + lane * VEC + e) =
-                make_uint4(key_of(l1[j * VEC + e]), key_of(l1[j * VEC + e + 1]),
-                           key_of(l1[j * VEC + e + 2]), key_of(l1[j * VEC + e + 3]));
-      }
+            *reinterpret_cast<uint4*>(skey + c0 + j * 32 * VEC + lane * VEC + e) =
+                make_uint4(key_of(l[j * VEC + e]), key_of(l[j * VEC + e + 1]),
+                           key_of(l[j * VEC + e + 2]), key_of(l[j * VEC + e + 3]));
+      };
+      store_keys(l0, NJ, 0);
+      if constexpr (NT > 0) store_keys(l1, NT, kB);
       nfin = warp_sumi(nfin);
     }
   }
