@@ -21,6 +21,17 @@ __device__ __forceinline__ float ex2(float x) {
 #endif
 }
 
+// log2(x) (MUFU.LG2, denormal inputs flushed to 0).
+__device__ __forceinline__ float lg2_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return log2f(x);
+#endif
+}
+
 // A lane's exponential sums over its N values x(e) relative to m: s += 2^d and en += 2^d d with
 // d = max((x - m) log2 e, -1000) (the entropy term in base 2; the caller scales by ln 2). Every
 // block record's sums (kernels/sample, kernels/shard) take this one arithmetic.

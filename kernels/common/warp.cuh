@@ -12,6 +12,8 @@
 #include <climits>
 #include <cmath>
 
+#include "device.cuh"
+
 namespace dds {
 namespace kwarp {
 
@@ -106,15 +108,6 @@ __device__ __forceinline__ T warp_incl_scan(T v, int lane) {
     if (lane >= o) v += u;
   }
   return v;
-}
-__device__ __forceinline__ float lg2_ftz(float x) {
-#if defined(__CUDA_ARCH__)
-  float y;
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-#else
-  return log2f(x);
-#endif
 }
 // Float approximation of bits_to_gumbel (|error| < 5e-5 for every input), used to pre-select
 // the few tokens / blocks whose exact float64 score must be computed. Both forms of E are
