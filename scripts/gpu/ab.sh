@@ -16,7 +16,9 @@
 #   bench       dds_bench of OLD and NEW, alternating (OLD NEW, then NEW OLD with REPEATS=2, ...),
 #               merged by scripts/gpu/bench-ab.py into OUT_DIR/bench-ab.md: per row the median
 #               time of each side and NEW / OLD, rows more than AB_TOLERANCE (default 0.03)
-#               slower marked
+#               slower marked, and "every run" beside those where every NEW run was slower than
+#               every OLD run (short rows vary by several percent from run to run: use REPEATS
+#               >= 6, and an A/A run, `ab.sh B B`, shows the spread)
 # The exit status is non-zero if a step failed, an output differs or a row is marked slower.
 #
 # Environment:
