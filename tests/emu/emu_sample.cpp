@@ -180,7 +180,7 @@ void parse_mode(const char* s) {
 void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_store) {
   SampleParams P = dds::sample_params(a, V);
   const SampleWorkspace w(a.num_rows, V);
-  ws_store.assign(w.total, 0);
+  ws_store.assign(w.total, 0xA5);  // not zero at rest: the workspace is shared with dds_verify_drafts
   w.bind(P, reinterpret_cast<char*>(ws_store.data()));
   SamplePlanOverrides o = g_plan;
   // (two CTAs for the fallback rows unless the mode says otherwise: the grid-stride loop)
