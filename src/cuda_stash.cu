@@ -1,8 +1,8 @@
 // dds_stash_logprobs on the CUDA backend: the validated arguments as the kernel's parameter block
 // (stash_params.h), the stash region of the workspace, and the kernel queued on the caller's
 // stream (kernels/stash/launch.cuh). No allocation, no host synchronisation.
-// (cuda_sample_workspace_bytes must not call cuda_stash_workspace_bytes: the stash region follows
-// the sample operation's, stash_params.h.)
+// (cuda_sample_workspace_bytes, cuda_verify_workspace_bytes and cuda_reveal_workspace_bytes must
+// not call cuda_stash_workspace_bytes: the stash region follows their scratch, stash_params.h.)
 #include "cuda_internal.h"
 #include "stash_params.h"
 
@@ -13,7 +13,12 @@ static_assert(DDS_DTYPE_F32 == 0 && DDS_DTYPE_BF16 == 1 && DDS_DTYPE_F16 == 2,
               "launch_stash's dtype numbers");
 
 size_t cuda_stash_workspace_bytes(const dds_sampler_config& cfg) {
-  const int64_t A = ((int64_t)cuda_sample_workspace_bytes(cfg) + 255) & ~(int64_t)255;
+  // The stash's counters are zero at rest, so its region lies past every other operation's
+  // scratch (which starts at offset 0), whichever is the largest.
+  size_t below = cuda_sample_workspace_bytes(cfg);
+  for (size_t v : {cuda_verify_workspace_bytes(cfg), cuda_reveal_workspace_bytes(cfg)})
+    if (v > below) below = v;
+  const int64_t A = ((int64_t)below + 255) & ~(int64_t)255;
   return (size_t)stash_layout(cfg, A).total;
 }
 

@@ -3,9 +3,9 @@
 // cuda_stash.cu, and the host emulation of the kernel, tests/emu). Arguments are validated by
 // api.cpp before this.
 //
-// Workspace: the stash keeps its own region AFTER the sample operation's region
-// [0, cuda_sample_workspace_bytes), so neither operation disturbs the other's zero-at-rest
-// counters: [A, A + partials) the per-(row, chunk) partials, then [.., + 4 * max_rows) the per-row
+// Workspace: the stash keeps its own region AFTER the scratch of every other operation (sample,
+// verify, reveal: [0, the largest of their *_workspace_bytes)), so none of them disturbs its
+// zero-at-rest counters: [A, A + partials) the per-(row, chunk) partials, then [.., + 4 * max_rows) the per-row
 // arrival counters (zeroed at dds_create, reset by the kernel after each use).
 #ifndef DDS_SRC_STASH_PARAMS_H_
 #define DDS_SRC_STASH_PARAMS_H_
@@ -21,7 +21,7 @@ struct StashLayout {
   int64_t partials_off, partial_cap, counters_off, total;
 };
 
-// A = where the stash region starts (the end of the sample operation's region).
+// A = where the stash region starts (past the other operations' scratch).
 inline StashLayout stash_layout(const dds_sampler_config& cfg, int64_t A) {
   StashLayout L;
   const int32_t W = cfg.max_stash_width;
