@@ -119,6 +119,17 @@ class CudaBackend final : public Backend {
 
   ksample::SamplePlanOverrides* sample_plan_overrides() override { return &ctx_.sample_overrides; }
 
+  // [0, the stash region): the stash's own region keeps its zero-at-rest counters.
+  dds_status fill_shared_scratch(unsigned char byte) override {
+    const size_t stash = cuda_stash_region_bytes(cfg_);
+    if (!ctx_.workspace || ctx_.workspace_bytes <= stash) return DDS_OK;
+    DeviceGuard g(ctx_.device);
+    cudaError_t e = cudaMemset(ctx_.workspace, byte, ctx_.workspace_bytes - stash);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) return cuda_fail(e, "fill_shared_scratch", "cudaMemset");
+    return DDS_OK;
+  }
+
  private:
   // Makes the sampler's device current for the call, restores the caller's afterwards.
   struct DeviceGuard {

@@ -27,6 +27,8 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& args, cuda
 
 // cuda_stash.cu.
 size_t cuda_stash_workspace_bytes(const dds_sampler_config& cfg);
+// The stash's own region: the workspace's last bytes (its zero-at-rest counters live there).
+size_t cuda_stash_region_bytes(const dds_sampler_config& cfg);
 dds_status cuda_stash(const CudaContext& ctx, const dds_stash_args& args, cudaStream_t stream);
 
 // cuda_decode.cu: decoder primitives.

@@ -22,10 +22,14 @@ size_t cuda_stash_workspace_bytes(const dds_sampler_config& cfg) {
   return (size_t)stash_layout(cfg, A).total;
 }
 
+size_t cuda_stash_region_bytes(const dds_sampler_config& cfg) {
+  return (size_t)stash_layout(cfg, 0).total;
+}
+
 dds_status cuda_stash(const CudaContext& ctx, const dds_stash_args& a, cudaStream_t stream) {
-  // The workspace is max(sample, stash) bytes and the stash's total includes the sample region,
-  // so the stash region is its last bytes (no need to ask the sample operation again here).
-  const int64_t own = stash_layout(ctx.config, 0).total;
+  // The workspace is the largest of the operations' totals and the stash's includes the others'
+  // scratch, so the stash region is its last bytes (no need to ask the other operations here).
+  const int64_t own = (int64_t)cuda_stash_region_bytes(ctx.config);
   const StashLayout L = stash_layout(ctx.config, (int64_t)ctx.workspace_bytes - own);
   if (ctx.workspace == nullptr || (int64_t)ctx.workspace_bytes < own)
     return fail(DDS_ERR_INTERNAL, "dds_stash_logprobs: workspace too small (%zu < %lld bytes)",

@@ -110,6 +110,11 @@ class Backend {
   }
   // The launch plan's overrides of a device backend (testing.h); nullptr where there is no plan.
   virtual ksample::SamplePlanOverrides* sample_plan_overrides() { return nullptr; }
+  // Fills the scratch that sample, verify and reveal share (testing.h); DDS_ERR_UNSUPPORTED where
+  // there is none.
+  virtual dds_status fill_shared_scratch(unsigned char) {
+    return fail(DDS_ERR_UNSUPPORTED, "fill_shared_scratch: this backend has no shared scratch");
+  }
 };
 
 // Shared argument checks (api.cpp). resolve_stride: 0 -> vocab, must be >= vocab, and

@@ -14,5 +14,10 @@ dds_status set_sample_plan(dds_sampler* s, const ksample::SamplePlanOverrides& o
   return DDS_OK;
 }
 
+dds_status fill_shared_scratch(dds_sampler* s, unsigned char byte) {
+  if (!s) return fail(DDS_ERR_NULL_POINTER, "fill_shared_scratch: sampler is NULL");
+  return s->backend->fill_shared_scratch(byte);
+}
+
 }  // namespace testing
 }  // namespace dds

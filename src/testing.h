@@ -15,6 +15,11 @@ namespace testing {
 // give the overrides as text: ksample::parse_plan_overrides.
 dds_status set_sample_plan(dds_sampler* s, const ksample::SamplePlanOverrides& o);
 
+// Fills the device scratch that dds_sample, dds_verify_drafts and dds_reveal share with `byte`
+// (a CUDA sampler; the stash's own region is left alone), as another operation's use leaves it:
+// no call may rely on it being zero. DDS_ERR_UNSUPPORTED on the CPU backend.
+dds_status fill_shared_scratch(dds_sampler* s, unsigned char byte);
+
 }  // namespace testing
 }  // namespace dds
 

@@ -495,3 +495,42 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
     dds_destroy(gpu);
   }
 }
+
+TEST_CASE("scratch not zero at rest: the outputs after the shared scratch is filled with 0xA5") {
+  // The workspace that dds_sample shares with dds_verify_drafts and dds_reveal holds whatever
+  // the last operation left; every counter and record a call reads must be set by that call.
+  // Shapes whose default plans take the split finish, the split fallback, the fallback list and
+  // the fused plain pass's counters.
+  struct Shape {
+    int32_t V, rows, dtype;
+  };
+  const Shape shapes[] = {{151936, 8, DDS_DTYPE_BF16}, {262144, 8, DDS_DTYPE_F32},
+                          {65536, 16, DDS_DTYPE_BF16}, {40000, 22, DDS_DTYPE_F32},
+                          {32000, 1030, DDS_DTYPE_F32}};
+  for (const Shape& sh : shapes) {
+    Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 1300 + sh.V, DDS_STATS_PROCESSED, true);
+    dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, sh.V, sh.rows, pb.R);
+    dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, sh.V, sh.rows, pb.R);
+    const Results rc = run(cpu, pb, false);
+    const Results ref = run(gpu, pb, true);  // (a fresh sampler: its scratch is zero)
+    {
+      char what[128];
+      std::snprintf(what, sizeof what, "scratch V=%d rows=%d", sh.V, sh.rows);
+      CHECK(compare(pb, rc, ref, what) <= sh.rows / 1000);
+    }
+    CHECK(dds::testing::fill_shared_scratch(cpu, 0xA5) == DDS_ERR_UNSUPPORTED);
+    for (unsigned char byte : {0xA5, 0xFF, 0x00}) {
+      REQUIRE(dds::testing::fill_shared_scratch(gpu, byte) == DDS_OK);
+      const Results got = run(gpu, pb, true);
+      INFO("V=" << sh.V << " rows=" << sh.rows << " fill " << (int)byte);
+      CHECK(got.tokens == ref.tokens);
+      CHECK(got.argmax == ref.argmax);
+      CHECK(got.status == ref.status);
+      CHECK(std::memcmp(got.logprobs.data(), ref.logprobs.data(), 4 * ref.logprobs.size()) == 0);
+      CHECK(std::memcmp(got.entropy.data(), ref.entropy.data(), 4 * ref.entropy.size()) == 0);
+      CHECK(std::memcmp(got.probs.data(), ref.probs.data(), 4 * ref.probs.size()) == 0);
+    }
+    dds_destroy(gpu);
+    dds_destroy(cpu);
+  }
+}
