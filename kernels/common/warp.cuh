@@ -97,8 +97,6 @@ struct Best2 {
   }
 };
 
-// log2 on the MUFU with denormal inputs flushed (every input here is a normal float, >= 2^-53:
-// the same value as __logf's non-flushing sequence without its rescaling instructions).
 // Inclusive prefix sum over the warp, every lane active (lane i: the sum of lanes 0..i).
 template <typename T>
 __device__ __forceinline__ T warp_incl_scan(T v, int lane) {
@@ -112,6 +110,8 @@ __device__ __forceinline__ T warp_incl_scan(T v, int lane) {
 // Float approximation of bits_to_gumbel (|error| < 5e-5 for every input), used to pre-select
 // the few tokens / blocks whose exact float64 score must be computed. Both forms of E are
 // computed and one selected (no branch per draw: this runs once per column of a winning block).
+// Its logarithms are lg2_ftz (device.cuh): every input here is a normal float, >= 2^-53, so the
+// flush never applies and the value is __logf's without its rescaling instructions.
 __device__ __forceinline__ float approx_gumbel(uint64_t bits) {
   constexpr float kLn2 = 0.6931471805599453f;
   const uint64_t k = (bits >> 11) | 1ull;
