@@ -55,7 +55,7 @@ void mask_parity(Problem pb, const char* what) {
                          "cta=0",      "exact_all=1",          "small_filter=0",
                          "top2=0",     "smem_row=0",           "split=1",
                          "direct=1",   "direct=1,smem_row=0"};
-  const int allowed = pb.rows / 1000 + (pb.rows >= 257 ? 1 : 0);
+  const int allowed = allowed_rows(pb.rows);
   for (const char* text : plans) {
     dds::ksample::SamplePlanOverrides o;
     const char* err = nullptr;

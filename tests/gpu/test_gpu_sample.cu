@@ -35,7 +35,7 @@ void parity(int32_t V, int32_t rows, int32_t dtype, uint64_t seed, int64_t pad, 
   const Results rg = run(gpu, pb, true);
   const int bad = compare(pb, rc, rg, what);
   // Near-ties only: at most 0.1% of the rows (rounded down), plus one on the larger sweeps.
-  const int allowed = rows / 1000 + (rows >= 257 ? 1 : 0);
+  const int allowed = allowed_rows(rows);
   MESSAGE(what << ": " << bad << " differing rows (allowed " << allowed << ")");
   CHECK(bad <= allowed);
   // A second call on the same sampler must give identical results (counters reset, no state).
@@ -57,7 +57,7 @@ void filter_parity(int32_t V, int32_t rows, int32_t dtype, uint64_t seed, int32_
   const Results rc = run(cpu, pb, false);
   const Results rg = run(gpu, pb, true);
   const int bad = compare(pb, rc, rg, what);
-  const int allowed = rows / 1000 + (rows >= 257 ? 1 : 0);
+  const int allowed = allowed_rows(rows);
   MESSAGE(what << ": " << bad << " differing rows (allowed " << allowed << ")");
   CHECK(bad <= allowed);
   // Again on the same sampler (fallback list and counters reset), then a subset of the rows in
@@ -516,7 +516,7 @@ TEST_CASE("scratch not zero at rest: the outputs after the shared scratch is fil
     {
       char what[128];
       std::snprintf(what, sizeof what, "scratch V=%d rows=%d", sh.V, sh.rows);
-      CHECK(compare(pb, rc, ref, what) <= sh.rows / 1000);
+      CHECK(compare(pb, rc, ref, what) <= allowed_rows(sh.rows));
     }
     CHECK(dds::testing::fill_shared_scratch(cpu, 0xA5) == DDS_ERR_UNSUPPORTED);
     for (unsigned char byte : {0xA5, 0xFF, 0x00}) {
