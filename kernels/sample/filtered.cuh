@@ -314,8 +314,31 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     filtered_outputs<DT>(P, q, row, token, amax, t.m2, Ml, m, kthr, cid, amin, zf, ef, nk, Zl, El);
 }
 
+// The state this call's finish kernels start from, zeroed by the row pass (P.pass_zeroes; the
+// workspace is not zero at rest): the fallback list's two counters, and the split finish's and
+// the split fallback's per-row records when they run. A grid-stride loop over 32-bit words.
+__device__ __forceinline__ void zero_finish_state(const SampleParams& P) {
+  const int t = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+  const int n = (int)(gridDim.x * blockDim.x);
+  if (t == 0) {
+    *P.fb_count = 0;
+    *P.fb_done = 0u;
+  }
+  if (P.split_finish) {
+    unsigned* w = reinterpret_cast<unsigned*>(P.split_cnt);
+    const int nw = P.num_rows * (int)(sizeof(SplitRowCnt) / sizeof(unsigned));
+    for (int i = t; i < nw; i += n) w[i] = 0u;
+  }
+  if (P.split_filter) {
+    unsigned* w = reinterpret_cast<unsigned*>(P.sf_rows);
+    const int nw = P.num_rows * (int)(sizeof(SplitFiltRow) / sizeof(unsigned));
+    for (int i = t; i < nw; i += n) w[i] = 0u;
+  }
+}
+
 template <int DT>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __grid_constant__ SampleParams P) {
+  if (P.pass_zeroes) zero_finish_state(P);
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;

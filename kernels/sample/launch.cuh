@@ -134,16 +134,14 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   P.smem_row = plan.smem_row;  // the rows left to the filter kernel
   P.split_filter = plan.split_filter;
   P.sf_ctas = plan.sf_ctas;
+  P.split_finish = plan.split_finish;
   // Counters are zero at rest only within one operation (the workspace is shared with
-  // dds_verify_drafts), so a plan that uses them clears them on the stream (memset nodes under
-  // graph capture; no host synchronisation).
+  // dds_verify_drafts), so a plan that uses them clears them on the stream: the fused plain
+  // pass's per-row counters by a memset node, the filtered path's counters and per-row records
+  // by row_pass_kernel, which runs before every kernel that reads them (no node of their own).
+  P.pass_zeroes = plan.zero_fallback;
   cudaError_t e = cudaSuccess;
   if (plan.zero_counters) e = cudaMemsetAsync(P.counters, 0, (size_t)P.num_rows * sizeof(int), s);
-  if (e == cudaSuccess && plan.zero_fallback) e = cudaMemsetAsync(P.fb_count, 0, 2 * sizeof(int), s);
-  if (e == cudaSuccess && plan.split_finish)
-    e = cudaMemsetAsync(P.split_cnt, 0, (size_t)P.num_rows * sizeof(SplitRowCnt), s);
-  if (e == cudaSuccess && plan.split_filter)
-    e = cudaMemsetAsync(P.sf_rows, 0, (size_t)P.num_rows * sizeof(SplitFiltRow), s);
   if (e != cudaSuccess) return e;
   if (plan.run_plain) {  // unfiltered rows
     if (plan.small_plain) {

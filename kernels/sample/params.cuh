@@ -54,7 +54,7 @@ struct RowInfo {
   int empty;
 };
 
-// Per-row scratch of split_finish_kernel (split_row.cuh), zeroed on the stream before it runs.
+// Per-row scratch of split_finish_kernel (split_row.cuh), zeroed by row_pass_kernel before it runs.
 struct SplitRowCnt {
   unsigned ns;                // entries of S written
   unsigned done;              // the row's CTAs done with their blocks
@@ -62,7 +62,7 @@ struct SplitRowCnt {
 };
 
 // Per-row scratch of the split fallback (split_filter.cuh: split_hist_kernel, split_bound_kernel),
-// zeroed on the stream before they run; filter_kernel finishes the row from it.
+// zeroed by row_pass_kernel before they run; filter_kernel finishes the row from it.
 struct SplitFiltRow {
   uint32_t cnt[kHistBins];             // the first digit's histogram: counts
   unsigned long long mass[kHistBins];  //   and fixed-point masses (kMassScale)
@@ -78,6 +78,11 @@ struct SplitFiltRow {
   long long ef;
   int nk;
 };
+// (row_pass_kernel zeroes both as 32-bit words: zero_finish_state)
+static_assert(sizeof(SplitRowCnt) % sizeof(unsigned) == 0, "SplitRowCnt: whole words");
+static_assert(sizeof(SplitFiltRow) % sizeof(unsigned) == 0, "SplitFiltRow: whole words");
+static_assert((long long)kSplitMaxRows * sizeof(SplitFiltRow) / sizeof(unsigned) < (1LL << 31),
+              "SplitFiltRow words of kSplitMaxRows rows: an int");
 
 struct SampleParams {
   int V, nblocks, num_rows, num_requests;
@@ -134,6 +139,10 @@ struct SampleParams {
   // its CTAs per row, per row its scratch and its list (kBigListCap ids, then their l values).
   int split_filter;
   int sf_ctas;
+  // row_pass_kernel zeroes the fallback list's counters and, with split_finish / split_filter,
+  // the per-row records of those kernels (plan.zero_fallback: the row pass comes first)
+  int pass_zeroes;
+  int split_finish;
   SplitFiltRow* sf_rows;
   int* sf_list;
 };

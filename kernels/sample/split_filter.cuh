@@ -23,7 +23,7 @@
 //     columns into the row's list (a counter per row; the list is a set, its order is free);
 //  3. filter_kernel (a CTA per row) resumes radix_select after its first pass from that state
 //     and runs (d) on the list as after its own boundary pass (filter_row, `sfr`).
-// The per-row records are zeroed by a memset node before stage 1.
+// The per-row records are zeroed by row_pass_kernel before stage 1 (zero_finish_state).
 #ifndef DDS_KERNELS_SAMPLE_SPLIT_FILTER_CUH_
 #define DDS_KERNELS_SAMPLE_SPLIT_FILTER_CUH_
 

@@ -11,7 +11,7 @@
 //  2. it compacts its blocks' candidates with a > Ua and a >= lo into the row's S buffer (a
 //     global counter per row: S is a set, its order is free) and sums the fixed-point mass of
 //     the other candidates (top-p without top-k) with one 64-bit integer atomic per CTA;
-//  3. the row's last CTA to finish (a counter per row, zeroed on the stream) runs the rest of
+//  3. the row's last CTA to finish (a counter per row, zeroed by the row pass) runs the rest of
 //     finish_filtered on S with its 8 warps (CtaTeam): filter_thresholds, the kept sums in fixed
 //     point, the block scores, list_token, the outputs; or appends the row to the fallback list.
 // Every step of 3 is order-free (radix selects on counts and integer masses, integer sums,
