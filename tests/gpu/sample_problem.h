@@ -293,11 +293,11 @@ struct Tally {
 };
 Tally g_tally;
 
-// Compares GPU against CPU; returns the number of rows that differ (near-ties).
 // Rows of a batch whose GPU outputs may part from the CPU backend's in compare (near-ties that
 // the two backends' float sums resolve differently): 0.1%, and one more from 257 rows.
 inline int allowed_rows(int32_t rows) { return rows / 1000 + (rows >= 257 ? 1 : 0); }
 
+// Compares GPU against CPU; returns the number of rows that differ (near-ties).
 int compare(const Problem& pb, const Results& cpu, const Results& gpu, const char* what) {
   int bad = 0, printed = 0;
   for (int32_t r = 0; r < pb.R; ++r) {
