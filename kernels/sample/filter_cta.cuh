@@ -351,11 +351,12 @@ __device__ __forceinline__ unsigned long long boundary_terms(const float (&lv)[V
   return cs;
 }
 
-template <int DT>
+template <int DT, bool MASK>
 __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
   FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
   float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
-  const Req q = filter_req(P, row);
+  Req q = filter_req(P, row);
+  if (!MASK) q.mask = nullptr;
   if (!is_filtered(q, P.V)) return;
   constexpr int VEC = Elt<DT>::VEC;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -835,8 +836,9 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 
 // The rows that the row pass's finish could not prove from its candidates (the
 // list fb_rows[0, fb_count), in any order), a grid-stride loop; the last CTA resets the list
-// (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row.
-template <int DT>
+// (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row. MASK: as
+// small_plain_kernel's.
+template <int DT, bool MASK>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
   DDS_DYNAMIC_SMEM(smem_raw);
   if (!P.direct_filter) {
@@ -844,7 +846,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
       const int row = __ldcg(P.fb_rows + i);
       if (row < 0 || row >= P.num_rows) continue;  // (uniform) never for a list of this call
-      filter_row<DT>(P, smem_raw, row);
+      filter_row<DT, MASK>(P, smem_raw, row);
       __syncthreads();
     }
     __syncthreads();
@@ -858,7 +860,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
       }
     }
   } else {
-    filter_row<DT>(P, smem_raw, blockIdx.x);
+    filter_row<DT, MASK>(P, smem_raw, blockIdx.x);
   }
 }
 

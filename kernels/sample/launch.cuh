@@ -91,27 +91,29 @@ inline size_t filter_smem_bytes(int V, bool smem_row) {
 // process and device, independent of the sampler's V (samplers of different V share the kernel).
 template <int DT>
 cudaError_t prepare_filter_kernel(int bytes) {
-  return cudaFuncSetAttribute(filter_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const cudaError_t e = cudaFuncSetAttribute(filter_kernel<DT, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(filter_kernel<DT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 // The instantiation of a small kernel for V: groups held for the last block (small_groups_for).
-template <int DT, bool CTA>
+template <int DT, bool CTA, bool MASK>
 inline void launch_small_plain(cudaStream_t s, const SampleParams& P) {
   const unsigned grid = CTA ? (unsigned)P.num_rows : (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps);
   switch (small_groups_for<DT>(P.V)) {
-    case 0: launch_kernel(s, small_plain_kernel<DT, 0, CTA>, grid, kRowWarps * 32, 0, P); break;
-    case 1: launch_kernel(s, small_plain_kernel<DT, 1, CTA>, grid, kRowWarps * 32, 0, P); break;
-    default: launch_kernel(s, small_plain_kernel<DT, 32 / Elt<DT>::VEC, CTA>, grid, kRowWarps * 32, 0, P); break;
+    case 0: launch_kernel(s, small_plain_kernel<DT, 0, CTA, MASK>, grid, kRowWarps * 32, 0, P); break;
+    case 1: launch_kernel(s, small_plain_kernel<DT, 1, CTA, MASK>, grid, kRowWarps * 32, 0, P); break;
+    default: launch_kernel(s, small_plain_kernel<DT, 32 / Elt<DT>::VEC, CTA, MASK>, grid, kRowWarps * 32, 0, P); break;
   }
 }
-template <int DT, bool CTA>
+template <int DT, bool CTA, bool MASK>
 inline void launch_small_filter(cudaStream_t s, const SampleParams& P) {
   const unsigned grid = CTA ? (unsigned)P.num_rows : (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps);
   const unsigned nt = CTA ? kRowWarps * 32 : kSmallFiltWarps * 32;
   switch (small_groups_for<DT>(P.V)) {
-    case 0: launch_kernel(s, small_filter_kernel<DT, 0, CTA>, grid, nt, 0, P); break;
-    case 1: launch_kernel(s, small_filter_kernel<DT, 1, CTA>, grid, nt, 0, P); break;
-    default: launch_kernel(s, small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA>, grid, nt, 0, P); break;
+    case 0: launch_kernel(s, small_filter_kernel<DT, 0, CTA, MASK>, grid, nt, 0, P); break;
+    case 1: launch_kernel(s, small_filter_kernel<DT, 1, CTA, MASK>, grid, nt, 0, P); break;
+    default: launch_kernel(s, small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA, MASK>, grid, nt, 0, P); break;
   }
 }
 
@@ -140,17 +142,24 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   // pass's per-row counters by a memset node, the filtered path's counters and per-row records
   // by row_pass_kernel, which runs before every kernel that reads them (no node of their own).
   P.pass_zeroes = plan.zero_fallback;
+  // Launches with allowed-token masks take the kernels' MASK instantiations (plain pass, small
+  // kernels, filter_kernel); the others run code without the mask's branches.
+  const bool mask = P.allowed != nullptr;
   cudaError_t e = cudaSuccess;
   if (plan.zero_counters) e = cudaMemsetAsync(P.counters, 0, (size_t)P.num_rows * sizeof(int), s);
   if (e != cudaSuccess) return e;
   if (plan.run_plain) {  // unfiltered rows
     if (plan.small_plain) {
-      if (plan.small_cta) launch_small_plain<DT, true>(s, P);
-      else launch_small_plain<DT, false>(s, P);
+      if (plan.small_cta) {
+        if (mask) launch_small_plain<DT, true, true>(s, P);
+        else launch_small_plain<DT, true, false>(s, P);
+      } else {
+        if (mask) launch_small_plain<DT, false, true>(s, P);
+        else launch_small_plain<DT, false, false>(s, P);
+      }
     } else {
       const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
       const unsigned grid = (unsigned)((warps + kRowWarps - 1) / kRowWarps);
-      const bool mask = P.allowed != nullptr;
       if (plan.fuse_finish) {
         if (mask) launch_kernel(s, plain_pass_kernel<DT, true, true>, grid, kRowWarps * 32, 0, P);
         else launch_kernel(s, plain_pass_kernel<DT, true, false>, grid, kRowWarps * 32, 0, P);
@@ -167,8 +176,13 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   }
   if (plan.run_filter) {  // filtered rows
     if (plan.small_filter) {
-      if (plan.small_filter_cta) launch_small_filter<DT, true>(s, P);
-      else launch_small_filter<DT, false>(s, P);
+      if (plan.small_filter_cta) {
+        if (mask) launch_small_filter<DT, true, true>(s, P);
+        else launch_small_filter<DT, true, false>(s, P);
+      } else {
+        if (mask) launch_small_filter<DT, false, true>(s, P);
+        else launch_small_filter<DT, false, false>(s, P);
+      }
     } else {
       if (!plan.direct_filter) {  // candidates from the streaming pass, a warp per row's finish
         const long long warps = (long long)P.num_rows * ((P.nblocks + P.fbpw - 1) / P.fbpw);
@@ -185,8 +199,12 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
         launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
         launch_kernel(s, split_bound_kernel<DT>, g, kRowWarps * 32, 0, P);
       }
-      launch_kernel(s, filter_kernel<DT>, (unsigned)plan.filter_grid, kFilterThreads,
-                    filter_smem_bytes(P.V, plan.smem_row), P);
+      if (mask)
+        launch_kernel(s, filter_kernel<DT, true>, (unsigned)plan.filter_grid, kFilterThreads,
+                      filter_smem_bytes(P.V, plan.smem_row), P);
+      else
+        launch_kernel(s, filter_kernel<DT, false>, (unsigned)plan.filter_grid, kFilterThreads,
+                      filter_smem_bytes(P.V, plan.smem_row), P);
     }
   }
   if (P.out.probs) {

@@ -33,8 +33,9 @@
 //    column and the runner-up, picks the winning block (block scores in fp32 first, float64
 //    Gumbels for those near the best), re-reads that block (L2) for the token Gumbels, writes the
 //    outputs. From 1024 rows, rows that one warp streams whole are finished by that warp inside
-//    the pass instead (plain_pass_kernel<DT, true, MASK>, plan.fuse_finish; MASK: the launch has
-//    allowed-token masks).
+//    the pass instead (plain_pass_kernel<DT, true, MASK>, plan.fuse_finish). MASK (the plain
+//    pass, the small kernels, filter_kernel): the launch has allowed-token masks; without, the
+//    kernel's code is that of a build without masks.
 //  * small_plain_kernel (unfiltered rows, V <= 2048): one warp per row holds the whole row in
 //    registers, does the pass and the finish in one launch with the same arithmetic (same output
 //    bits); up to 2 x SMs rows, a CTA per row whose 8 warps share the token pass.

@@ -170,7 +170,9 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
 // CTA = true (few rows, small_cta_default): one CTA per row; warp 0 does everything but the
 // token pass, which all kRowWarps warps share (small_token): a shorter chain per row, the same
 // arithmetic, so the same bits as the warp per row.
-template <int DT, int NT, bool CTA>
+// MASK: the launch has allowed-token masks (P.allowed); without, the request's mask is a null
+// constant and the code is that of a launch without masks (plain_pass_kernel's rule).
+template <int DT, int NT, bool CTA, bool MASK>
 // Register caps: the warp form 64 (4 CTAs of 256 threads per SM) for rows of one block and a
 // short tail (80 measured no faster), 128 with a whole second block; the CTA
 // form 128.
@@ -185,6 +187,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
   if (row_ll >= P.num_rows) return;
   const int row = (int)row_ll;
   Req q = row_req(P, row);
+  if (!MASK) q.mask = nullptr;
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
@@ -290,7 +293,8 @@ struct SmallFiltSmem {
   int nfin, empty;
   float amin;
 };
-template <int DT, int NT, bool CTA>
+// MASK: as small_plain_kernel's.
+template <int DT, int NT, bool CTA, bool MASK>
 __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, CTA ? 2 : (NT <= 1 ? 7 : 5)) small_filter_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
@@ -308,6 +312,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   if (row_ll >= P.num_rows) return;  // (CTA: the whole CTA)
   const int row = (int)row_ll;
   Req q = row_req(P, row);
+  if (!MASK) q.mask = nullptr;
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const int V = P.V;

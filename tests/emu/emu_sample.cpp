@@ -17,7 +17,9 @@
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
 EmuBlock* g_blk;
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <random>
 #include <dds/dds.h>
 #include "dtype.h"
@@ -186,13 +188,16 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   // (two CTAs for the fallback rows unless the mode says otherwise: the grid-stride loop)
   if (o.filter_grid < 0) o.filter_grid = 2;
   const SamplePlan plan = plan_sample(dds::sample_shape(a, V, kDefaultSms), o);
-  const void* filter_kernels[] = {(const void*)&filter_kernel<0>, (const void*)&filter_kernel<1>};
+  const void* filter_kernels[] = {(const void*)&filter_kernel<0, false>, (const void*)&filter_kernel<1, false>,
+                                  (const void*)&filter_kernel<0, true>, (const void*)&filter_kernel<1, true>};
   const void* split_kernels[] = {(const void*)&split_hist_kernel<0>, (const void*)&split_hist_kernel<1>,
                                  (const void*)&split_bound_kernel<0>, (const void*)&split_bound_kernel<1>};
   int split_launches = 0;
   g_emu_before_launch = [&](const void* k) {
     for (const void* sk : split_kernels) split_launches += k == sk ? 1 : 0;
-    if (k != filter_kernels[0] && k != filter_kernels[1] || plan.direct_filter) return;
+    if (std::find(std::begin(filter_kernels), std::end(filter_kernels), k) == std::end(filter_kernels) ||
+        plan.direct_filter)
+      return;
     g_fb_total += *P.fb_count;
     fprintf(stderr, "  fallback rows: %d of %d:", *P.fb_count, a.num_rows);
     for (int i = 0; i < *P.fb_count; ++i) fprintf(stderr, " %d", case_of(P.fb_rows[i]));
