@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 namespace dds {
 
 template <typename... KA, typename... A>
@@ -17,6 +19,21 @@ inline void launch_kernel(cudaStream_t s, void (*k)(KA...), dim3 grid, dim3 bloc
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   (void)cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(a)...);
+}
+
+// Two run-time flags as compile-time ones, for choosing a kernel's instantiation:
+// f(std::bool_constant<a>{}, std::bool_constant<b>{}) (usable as template arguments).
+template <typename F>
+inline void with_flags(bool a, bool b, F f) {
+  using Y = std::true_type;
+  using N = std::false_type;
+  if (a) {
+    if (b) f(Y{}, Y{});
+    else f(Y{}, N{});
+  } else {
+    if (b) f(N{}, Y{});
+    else f(N{}, N{});
+  }
 }
 
 }  // namespace dds

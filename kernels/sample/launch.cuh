@@ -91,9 +91,10 @@ inline size_t filter_smem_bytes(int V, bool smem_row) {
 // process and device, independent of the sampler's V (samplers of different V share the kernel).
 template <int DT>
 cudaError_t prepare_filter_kernel(int bytes) {
-  const cudaError_t e = cudaFuncSetAttribute(filter_kernel<DT, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(filter_kernel<DT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaError_t e = cudaSuccess;
+  for (auto* k : {filter_kernel<DT, false>, filter_kernel<DT, true>})
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return e;
 }
 
 // The instantiation of a small kernel for V: groups held for the last block (small_groups_for).
@@ -150,22 +151,14 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   if (e != cudaSuccess) return e;
   if (plan.run_plain) {  // unfiltered rows
     if (plan.small_plain) {
-      if (plan.small_cta) {
-        if (mask) launch_small_plain<DT, true, true>(s, P);
-        else launch_small_plain<DT, true, false>(s, P);
-      } else {
-        if (mask) launch_small_plain<DT, false, true>(s, P);
-        else launch_small_plain<DT, false, false>(s, P);
-      }
+      with_flags(plan.small_cta, mask, [&](auto cta, auto m) { launch_small_plain<DT, cta, m>(s, P); });
     } else {
       const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
       const unsigned grid = (unsigned)((warps + kRowWarps - 1) / kRowWarps);
-      if (plan.fuse_finish) {
-        if (mask) launch_kernel(s, plain_pass_kernel<DT, true, true>, grid, kRowWarps * 32, 0, P);
-        else launch_kernel(s, plain_pass_kernel<DT, true, false>, grid, kRowWarps * 32, 0, P);
-      } else {
-        if (mask) launch_kernel(s, plain_pass_kernel<DT, false, true>, grid, kRowWarps * 32, 0, P);
-        else launch_kernel(s, plain_pass_kernel<DT, false, false>, grid, kRowWarps * 32, 0, P);
+      with_flags(plan.fuse_finish, mask, [&](auto fused, auto m) {
+        launch_kernel(s, plain_pass_kernel<DT, fused, m>, grid, kRowWarps * 32, 0, P);
+      });
+      if (!plan.fuse_finish) {
         if (plan.finish_warp)
           launch_kernel(s, plain_finish_warp_kernel<DT>, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps),
                         kRowWarps * 32, 0, P);
@@ -176,13 +169,7 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   }
   if (plan.run_filter) {  // filtered rows
     if (plan.small_filter) {
-      if (plan.small_filter_cta) {
-        if (mask) launch_small_filter<DT, true, true>(s, P);
-        else launch_small_filter<DT, true, false>(s, P);
-      } else {
-        if (mask) launch_small_filter<DT, false, true>(s, P);
-        else launch_small_filter<DT, false, false>(s, P);
-      }
+      with_flags(plan.small_filter_cta, mask, [&](auto cta, auto m) { launch_small_filter<DT, cta, m>(s, P); });
     } else {
       if (!plan.direct_filter) {  // candidates from the streaming pass, a warp per row's finish
         const long long warps = (long long)P.num_rows * ((P.nblocks + P.fbpw - 1) / P.fbpw);
@@ -199,12 +186,8 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
         launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
         launch_kernel(s, split_bound_kernel<DT>, g, kRowWarps * 32, 0, P);
       }
-      if (mask)
-        launch_kernel(s, filter_kernel<DT, true>, (unsigned)plan.filter_grid, kFilterThreads,
-                      filter_smem_bytes(P.V, plan.smem_row), P);
-      else
-        launch_kernel(s, filter_kernel<DT, false>, (unsigned)plan.filter_grid, kFilterThreads,
-                      filter_smem_bytes(P.V, plan.smem_row), P);
+      launch_kernel(s, mask ? filter_kernel<DT, true> : filter_kernel<DT, false>, (unsigned)plan.filter_grid,
+                    kFilterThreads, filter_smem_bytes(P.V, plan.smem_row), P);
     }
   }
   if (P.out.probs) {
