@@ -280,8 +280,9 @@ size_t dds_py_sizeof_shard_plan(void) { return sizeof(dds_shard_plan); }
  * unit column stride and their row stride (>= the row length) is patched. Host row_offsets are
  * checked as the Python layer checks them (0 first, non-decreasing, num_rows last); uncond_logits
  * have any number of rows (at least num_rows without uncond_row_offsets). Outputs the plan
- * allocates come from recorded callables (np.empty / torch.empty with the dtype and device)
- * given the shape.
+ * allocates come from recorded callables given the shape: np.empty / torch.empty with the
+ * dtype and device for one output, or one callable for several outputs of the same shape (torch
+ * row vectors of 4-byte elements: one allocation, its rows as the outputs; a tuple back).
  * dds_py_sample_planned tries the sampler's plans in order: the first that matches every slot
  * is patched and run (the GIL released) and the 8 outputs returned in SampleResult order; no
  * match returns None and nothing ran: Sampler.sample then takes the full Python path, with its
@@ -328,12 +329,13 @@ typedef struct {
 } dds_py_slot;
 
 typedef struct {
-  Py_ssize_t off;
-  int out_index;
+  int k;              /* outputs made by one factory call */
+  Py_ssize_t off[8];  /* their fields */
+  int out_index[8];   /* their positions in the result */
   int is_torch;
   int ndim;
   Py_ssize_t dims[2]; /* >= 0 fixed; -1 rows; -2 requests */
-  PyObject* factory;  /* factory(shape) -> array */
+  PyObject* factory;  /* factory(shape) -> the array, or a tuple of k arrays when k > 1 */
 } dds_py_alloc;
 
 typedef struct {
@@ -585,7 +587,8 @@ static int dds_py_numpy_match(const dds_py_plan* p, PyObject* o, const dds_py_sl
  * slots: tuple of (EQ, value) | (NUM, field, ctype, lo, hi) | (TORCH or NUMPY, field, type,
  * dtype or format, itemsize, dimension kinds, shape, strides (elements), row stride field or
  * None, device, writable, out_index, offsets); allocs: tuple of (field, out_index, is_torch,
- * dims (>= 0 fixed, -1 rows, -2 requests), factory). */
+ * dims (>= 0 fixed, -1 rows, -2 requests), factory), or of (fields, out_indices, ...) with
+ * tuples of k >= 2 fields and indices for a factory that returns k arrays of that shape. */
 PyObject* dds_py_plan_new(dds_sampler* handle, dds_sample_args* tmpl, int max_rows,
                           int max_requests, PyObject* slots, PyObject* allocs,
                           PyObject* stream_fn, PyObject* stream_dev, PyObject* stream_const) {
@@ -666,13 +669,27 @@ PyObject* dds_py_plan_new(dds_sampler* handle, dds_sample_args* tmpl, int max_ro
     PyObject* t = PyTuple_GET_ITEM(allocs, i);
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) goto bad;
     dds_py_alloc* al = &p->allocs[i];
-    al->off = dds_py_field_offset(PyTuple_GET_ITEM(t, 0));
-    al->out_index = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
-    al->is_torch = PyObject_IsTrue(PyTuple_GET_ITEM(t, 2));
-    al->ndim = dds_py_ints(PyTuple_GET_ITEM(t, 3), al->dims);
+    PyObject *fields = PyTuple_GET_ITEM(t, 0), *idx = PyTuple_GET_ITEM(t, 1);
     al->factory = PyTuple_GET_ITEM(t, 4); Py_INCREF(al->factory);
     p->nallocs = (int)i + 1;
-    if (al->off < 0 || al->out_index < 0 || al->out_index >= 8 || al->ndim < 1) goto bad;
+    if (PyTuple_Check(fields)) { /* several outputs of one factory call */
+      al->k = (int)PyTuple_GET_SIZE(fields);
+      if (al->k < 2 || al->k > 8 || !PyTuple_Check(idx) || PyTuple_GET_SIZE(idx) != al->k)
+        goto bad;
+      for (int j = 0; j < al->k; ++j) {
+        al->off[j] = dds_py_field_offset(PyTuple_GET_ITEM(fields, j));
+        al->out_index[j] = (int)PyLong_AsLong(PyTuple_GET_ITEM(idx, j));
+      }
+    } else {
+      al->k = 1;
+      al->off[0] = dds_py_field_offset(fields);
+      al->out_index[0] = (int)PyLong_AsLong(idx);
+    }
+    al->is_torch = PyObject_IsTrue(PyTuple_GET_ITEM(t, 2));
+    al->ndim = dds_py_ints(PyTuple_GET_ITEM(t, 3), al->dims);
+    if (al->ndim < 1) goto bad;
+    for (int j = 0; j < al->k; ++j)
+      if (al->off[j] < 0 || al->out_index[j] < 0 || al->out_index[j] >= 8) goto bad;
     if (PyErr_Occurred()) goto fail;
   }
   return cap;
@@ -733,21 +750,34 @@ PyObject* dds_py_sample_planned(PyObject* plans, PyObject* vals) {
         if (!nobj) { Py_DECREF(shape); goto done; }
         PyTuple_SET_ITEM(shape, d, nobj);
       }
-      PyObject* o = PyObject_CallOneArg(al->factory, shape);
+      PyObject* made = PyObject_CallOneArg(al->factory, shape);
       Py_DECREF(shape);
-      if (!o) goto done;
-      outs[al->out_index] = o;
-      void* ptr;
-      if (al->is_torch) {
-        ptr = dds_py_torch_ptr(o);
-        if (!ptr && PyErr_Occurred()) goto done;
-      } else {
-        Py_buffer v;
-        if (PyObject_GetBuffer(o, &v, PyBUF_SIMPLE | PyBUF_WRITABLE) != 0) goto done;
-        ptr = v.buf;
-        PyBuffer_Release(&v);
+      if (!made) goto done;
+      if (al->k > 1 && (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) != al->k)) {
+        Py_DECREF(made);
+        PyErr_SetString(PyExc_RuntimeError, "dds_py_sample_planned: a grouped factory's result");
+        goto done;
       }
-      memcpy(c.base + al->off, &ptr, sizeof ptr);
+      for (int j = 0; j < al->k; ++j) {
+        PyObject* o = made;
+        if (al->k > 1) { o = PyTuple_GET_ITEM(made, j); Py_INCREF(o); }
+        outs[al->out_index[j]] = o;
+        void* ptr;
+        if (al->is_torch) {
+          ptr = dds_py_torch_ptr(o);
+          if (!ptr && PyErr_Occurred()) { if (al->k > 1) Py_DECREF(made); goto done; }
+        } else {
+          Py_buffer v;
+          if (PyObject_GetBuffer(o, &v, PyBUF_SIMPLE | PyBUF_WRITABLE) != 0) {
+            if (al->k > 1) Py_DECREF(made);
+            goto done;
+          }
+          ptr = v.buf;
+          PyBuffer_Release(&v);
+        }
+        memcpy(c.base + al->off[j], &ptr, sizeof ptr);
+      }
+      if (al->k > 1) Py_DECREF(made);
     }
     if (p->stream_fn) {
       PyObject* r = PyObject_CallOneArg(p->stream_fn, p->stream_dev);

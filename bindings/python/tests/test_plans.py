@@ -298,3 +298,35 @@ def test_torch_cpu_planned_calls_equal_the_full_path():
             a.sample(x, **kw2, out_tokens=out)
         with pytest.raises(TypeError, match="out_tokens: dtype must be int32"):
             a.sample(x, **kw2, out_tokens=t.empty(ROWS, dtype=t.int64))
+
+
+@pytest.mark.parametrize("outputs", [("tokens", "confidence", "entropy"),
+                                     ("confidence", "entropy", "request_status"),
+                                     ("tokens", "argmax", "margin", "logprobs", "probs")])
+def test_grouped_allocation_of_planned_outputs(monkeypatch, outputs):
+    """A planned call makes its CUDA row outputs of 4-byte dtypes in one allocation
+    (dds/_sample.py _torch_rows). The rule is replaced here so that CPU tensors take that path:
+    each output has its dtype, shape and values (equal to the full path's), the row outputs are
+    distinct rows of one buffer, and every call allocates anew."""
+    t = pytest.importorskip("torch")
+    from dds import _sample
+    monkeypatch.setattr(_sample, "_grouped", lambda arr: True)
+    kw = dict(temperature=0.9, top_k=20, seed=5, outputs=outputs)
+    x = t.from_numpy(_logits(7))
+    with dds.Sampler(vocab_size=V) as a, dds.Sampler(vocab_size=V) as b:
+        a.sample(x, **kw, step=1)
+        fast = a.sample(x, **kw, step=2)
+        again = a.sample(x, **kw, step=2)
+        assert len(a._plans) == 1
+        full = b.sample(x, **kw, step=2)
+        rows = [n for n in outputs if n not in ("probs", "request_status")]
+        ptrs = set()
+        for name in outputs:
+            f, g, h = getattr(fast, name), getattr(full, name), getattr(again, name)
+            assert f.dtype == g.dtype and f.shape == g.shape and f.is_contiguous(), name
+            assert t.equal(f, g) and t.equal(h, g), name
+            assert f.data_ptr() != h.data_ptr(), name
+            ptrs.add(f.data_ptr())
+        assert len(ptrs) == len(outputs)
+        base = {getattr(fast, n).untyped_storage().data_ptr() for n in rows}
+        assert len(base) == (1 if len(rows) > 1 else len(rows)), "row outputs not in one buffer"

@@ -353,6 +353,7 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
     if slots[0][0] == _EQ or slots[0][0] == _NUM:
         return None
     allocs = []
+    rows = []  # CUDA row vectors of 4-byte elements: one allocation for all of them
     for key, arr in res.items():
         if kw["out_" + key] is not None:
             continue  # a given output: one of the slots
@@ -367,8 +368,19 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
             if ctx.stream_given:
                 return None  # allocated under the given stream: not repeated here
             torch = sys.modules["torch"]
+            if dims == (-1,) and _grouped(arr) and arr.dtype in (torch.int32, torch.float32):
+                rows.append((key, arr.dtype))
+                continue
             factory = functools.partial(torch.empty, dtype=arr.dtype, device=arr.device)
         allocs.append((key, _OUT_INDEX[key], ctx.lib == "torch", dims, factory))
+    if len(rows) == 1:
+        torch = sys.modules["torch"]
+        key, dt = rows[0]
+        allocs.append((key, _OUT_INDEX[key], True, (-1,),
+                       functools.partial(torch.empty, dtype=dt, device=res[key].device)))
+    elif rows:
+        allocs.append((tuple(k for k, _ in rows), tuple(_OUT_INDEX[k] for k, _ in rows), True,
+                       (-1,), _torch_rows(tuple(dt for _, dt in rows), res[rows[0][0]].device)))
     stream_fn = stream_dev = None
     if ctx.backend == "cuda" and not ctx.stream_given:
         torch = sys.modules.get("torch")
@@ -379,6 +391,36 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
     return _dds.dds_py_plan_new(sampler._handle, a, sampler.max_rows, sampler.max_requests,
                                 tuple(slots), tuple(allocs), stream_fn, stream_dev,
                                 ctx.stream if ctx.stream_given else 0)
+
+
+def _grouped(arr: Any) -> bool:
+    """Whether a planned call allocates this torch output with the others of its kind in one
+    allocation (_torch_rows): on CUDA, where an allocation costs several view ops (on the CPU,
+    torch.empty costs about one). tests/test_plans.py replaces it to check the grouped path on
+    the CPU backend."""
+    return arr.is_cuda
+
+
+def _torch_rows(dtypes: Tuple[Any, ...], device: Any) -> Any:
+    """A planned call's allocator of k CUDA row vectors of 4-byte dtypes: one float32 tensor
+    [k, rows], its rows as the outputs (int32 ones reinterpreted with .view). One CUDA allocation
+    and two view ops cost less host time than k allocations (bench/python_call_cost.py); the
+    outputs are views of one buffer, which lives while any of them does."""
+    torch = sys.modules["torch"]
+    f32 = torch.float32
+    empty = torch.empty
+    k = len(dtypes)
+    recast = tuple((i, dt) for i, dt in enumerate(dtypes) if dt is not f32)
+
+    def make(shape: Tuple[int]) -> Tuple[Any, ...]:
+        parts = empty((k, shape[0]), dtype=f32, device=device).unbind()
+        if not recast:
+            return parts
+        parts = list(parts)
+        for i, dt in recast:
+            parts[i] = parts[i].view(dt)
+        return tuple(parts)
+    return make
 
 
 def result_tuple(res: Dict[str, Any]) -> Tuple[Any, ...]:
