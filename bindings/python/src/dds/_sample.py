@@ -368,19 +368,16 @@ def make_plan(sampler: Any, logits: Any, kw: Dict[str, Any], a: Any, res: Dict[s
             if ctx.stream_given:
                 return None  # allocated under the given stream: not repeated here
             torch = sys.modules["torch"]
-            if dims == (-1,) and _grouped(arr) and arr.dtype in (torch.int32, torch.float32):
-                rows.append((key, arr.dtype))
-                continue
             factory = functools.partial(torch.empty, dtype=arr.dtype, device=arr.device)
+            if dims == (-1,) and _grouped(arr) and arr.dtype in (torch.int32, torch.float32):
+                rows.append((key, arr.dtype, (key, _OUT_INDEX[key], True, dims, factory)))
+                continue
         allocs.append((key, _OUT_INDEX[key], ctx.lib == "torch", dims, factory))
     if len(rows) == 1:
-        torch = sys.modules["torch"]
-        key, dt = rows[0]
-        allocs.append((key, _OUT_INDEX[key], True, (-1,),
-                       functools.partial(torch.empty, dtype=dt, device=res[key].device)))
+        allocs.append(rows[0][2])  # one row vector: its own allocation
     elif rows:
-        allocs.append((tuple(k for k, _ in rows), tuple(_OUT_INDEX[k] for k, _ in rows), True,
-                       (-1,), _torch_rows(tuple(dt for _, dt in rows), res[rows[0][0]].device)))
+        allocs.append((tuple(r[0] for r in rows), tuple(_OUT_INDEX[r[0]] for r in rows), True,
+                       (-1,), _torch_rows(tuple(r[1] for r in rows), res[rows[0][0]].device)))
     stream_fn = stream_dev = None
     if ctx.backend == "cuda" and not ctx.stream_given:
         torch = sys.modules.get("torch")
