@@ -314,12 +314,15 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
     filtered_outputs<DT>(P, q, row, token, amax, t.m2, Ml, m, kthr, cid, amin, zf, ef, nk, Zl, El);
 }
 
-// The state this call's finish kernels start from, zeroed by the row pass (P.pass_zeroes; the
-// workspace is not zero at rest): the fallback list's two counters, and the split finish's and
-// the split fallback's per-row records when they run. A grid-stride loop over 32-bit words.
+// The state this call's finish kernels start from, zeroed by the row pass's first kZeroCtas CTAs
+// (P.pass_zeroes; the workspace is not zero at rest): the fallback list's two counters, and the
+// split finish's and the split fallback's per-row records when they run (at most kSplitMaxRows
+// rows of ~24.6 KB: ~100 words per thread). A grid-stride loop over 32-bit words; the other
+// CTAs pay one uniform branch instead of the loop's bounds (~20 instructions per warp).
+constexpr int kZeroCtas = 64;
 __device__ __forceinline__ void zero_finish_state(const SampleParams& P) {
   const int t = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-  const int n = (int)(gridDim.x * blockDim.x);
+  const int n = (int)(min(gridDim.x, (unsigned)kZeroCtas) * blockDim.x);
   if (t == 0) {
     *P.fb_count = 0;
     *P.fb_done = 0u;
@@ -336,9 +339,10 @@ __device__ __forceinline__ void zero_finish_state(const SampleParams& P) {
   }
 }
 
-template <int DT>
+// MASK: as small_plain_kernel's (small.cuh).
+template <int DT, bool MASK>
 __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __grid_constant__ SampleParams P) {
-  if (P.pass_zeroes) zero_finish_state(P);
+  if (P.pass_zeroes && blockIdx.x < kZeroCtas) zero_finish_state(P);
   using T = typename Elt<DT>::T;
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
@@ -359,6 +363,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
     wi = (int)(gw - (long long)row * wpr);
   }
   Req q = row_req(P, row);
+  if (!MASK) q.mask = nullptr;
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;

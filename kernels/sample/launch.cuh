@@ -143,8 +143,8 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   // pass's per-row counters by a memset node, the filtered path's counters and per-row records
   // by row_pass_kernel, which runs before every kernel that reads them (no node of their own).
   P.pass_zeroes = plan.zero_fallback;
-  // Launches with allowed-token masks take the kernels' MASK instantiations (plain pass, small
-  // kernels, filter_kernel); the others run code without the mask's branches.
+  // Launches with allowed-token masks take the kernels' MASK instantiations (plain pass, row
+  // pass, small kernels, filter_kernel); the others run code without the mask's branches.
   const bool mask = P.allowed != nullptr;
   cudaError_t e = cudaSuccess;
   if (plan.zero_counters) e = cudaMemsetAsync(P.counters, 0, (size_t)P.num_rows * sizeof(int), s);
@@ -173,7 +173,8 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
     } else {
       if (!plan.direct_filter) {  // candidates from the streaming pass, a warp per row's finish
         const long long warps = (long long)P.num_rows * ((P.nblocks + P.fbpw - 1) / P.fbpw);
-        launch_kernel(s, row_pass_kernel<DT>, (unsigned)((warps + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, P);
+        launch_kernel(s, mask ? row_pass_kernel<DT, true> : row_pass_kernel<DT, false>,
+                      (unsigned)((warps + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, P);
         if (plan.split_finish)  // several CTAs per row (split_row.cuh)
           launch_kernel(s, split_finish_kernel<DT>, (unsigned)((long long)P.num_rows * plan.split_ctas),
                         kRowWarps * 32, 0, P);
