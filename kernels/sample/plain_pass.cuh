@@ -83,8 +83,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
     row = (int)(gw / wpr);
     wi = (int)(gw - (long long)row * wpr);
   }
-  Req q = row_req(P, row);
-  if (!MASK) q.mask = nullptr;
+  Req q = row_req<MASK>(P, row);
   // Device row_offsets that are not monotone can map a row outside its request's range: such a
   // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
   if (row < q.row_begin || row >= q.row_end) q.guided = false;

@@ -95,9 +95,14 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   return q;
 }
 
-// Every row kernel's preamble: the request of `row` and its sanitised parameters.
+// Every row kernel's preamble: the request of `row` and its sanitised parameters. MASK = false
+// (the instantiation for launches without allowed-token masks): the mask is a null constant, so
+// the kernel compiles without the mask's branches.
+template <bool MASK = true>
 __device__ __forceinline__ Req row_req(const SampleParams& P, int row) {
-  return load_req(P, find_request(P, row));
+  Req q = load_req(P, find_request(P, row));
+  if (!MASK) q.mask = nullptr;
+  return q;
 }
 
 __device__ __forceinline__ bool is_filtered(const Req& q, int V) {

@@ -186,8 +186,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
   const long long row_ll = CTA ? (long long)blockIdx.x : (long long)blockIdx.x * kRowWarps + wid;
   if (row_ll >= P.num_rows) return;
   const int row = (int)row_ll;
-  Req q = row_req(P, row);
-  if (!MASK) q.mask = nullptr;
+  Req q = row_req<MASK>(P, row);
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
@@ -311,8 +310,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   const long long row_ll = CTA ? (long long)blockIdx.x : (long long)blockIdx.x * kSmallFiltWarps + wid;
   if (row_ll >= P.num_rows) return;  // (CTA: the whole CTA)
   const int row = (int)row_ll;
-  Req q = row_req(P, row);
-  if (!MASK) q.mask = nullptr;
+  Req q = row_req<MASK>(P, row);
   if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const int V = P.V;
