@@ -137,6 +137,7 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   P.smem_row = plan.smem_row;  // the rows left to the filter kernel
   P.split_filter = plan.split_filter;
   P.sf_ctas = plan.sf_ctas;
+  P.sf_cols = plan.sf_cols;
   P.split_finish = plan.split_finish;
   // Counters are zero at rest only within one operation (the workspace is shared with
   // dds_verify_drafts), so a plan that uses them clears them on the stream: the fused plain

@@ -138,7 +138,7 @@ struct SampleParams {
   // The split fallback (plan.split_filter, rows of V > kSmemRowMax, at most kSplitMaxRows rows):
   // its CTAs per row, per row its scratch and its list (kBigListCap ids, then their l values).
   int split_filter;
-  int sf_ctas;
+  int sf_ctas, sf_cols;
   // row_pass_kernel zeroes the fallback list's counters and, with split_finish / split_filter,
   // the per-row records of those kernels (plan.zero_fallback: the row pass comes first)
   int pass_zeroes;

@@ -23,7 +23,7 @@ constexpr int kDefaultSms = 132;    // the H200's SM count: used when the device
 constexpr int kSplitBlocks = 8;     // split_finish_kernel: blocks (lists) per CTA, a warp each
 constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S buffers' capacity)
                                     // (and the split fallback's: its lists' capacity)
-constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA
+constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA (default)
 
 // What the plan depends on: the call's host-visible shape and the device.
 struct SampleShape {
@@ -59,6 +59,7 @@ struct SamplePlan {
   int split_ctas = 1;             //   its CTAs per row (from V only)
   bool split_filter = false;      // wide top-p rows left to filter_kernel: histogram and boundary
                                   // pass over several CTAs per row first (split_filter.cuh)
+  int sf_cols = kSplitFiltCols;   //   columns per CTA (a multiple of 1024)
   int sf_ctas = 1;                //   their CTAs per row (from V only)
   // Tests only: small_plain_kernel scores every column of the winning block exactly.
   bool small_exact_all = false;
@@ -71,7 +72,7 @@ struct SamplePlan {
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
       fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
-      split = -1, splitfilter = -1;
+      split = -1, splitfilter = -1, sfcols = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -135,7 +136,7 @@ constexpr int split_ctas_for(int nblocks) { return (nblocks + kSplitBlocks - 1) 
 // choice may follow the row count; the split depends on V only. Its time on the H200 is yet to
 // be measured (bench: dds_bench, 8 rows, flat top-p).
 inline bool split_filter_default(int num_rows, int num_sms) { return split_finish_default(num_rows, num_sms); }
-constexpr int split_filter_ctas_for(int V) { return (V + kSplitFiltCols - 1) / kSplitFiltCols; }
+constexpr int split_filter_ctas_for(int V, int cols = kSplitFiltCols) { return (V + cols - 1) / cols; }
 
 // Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
 // the tests' and tools' command lines. Returns false with *err at the bad item.
@@ -152,6 +153,7 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"cf_wpc", &SamplePlanOverrides::cf_wpc},           {"smem_row", &SamplePlanOverrides::smem_row},
       {"exact_all", &SamplePlanOverrides::exact_all},     {"filter_grid", &SamplePlanOverrides::filter_grid},
       {"split", &SamplePlanOverrides::split},             {"splitfilter", &SamplePlanOverrides::splitfilter},
+      {"sfcols", &SamplePlanOverrides::sfcols},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -212,7 +214,9 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   // rows, forced or not: the workspace holds their lists for that many)
   p.split_filter = s.run_filter && s.run_top_p && !p.direct_filter && !p.small_filter && !p.smem_row && s.V > kSmemRowMax &&
                    s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, sms));
-  p.sf_ctas = split_filter_ctas_for(s.V);
+  // (columns per CTA forced: a multiple of 1024, from 1024 to 65536; else the default)
+  if (o.sfcols >= kB && o.sfcols <= 65536 && o.sfcols % kB == 0) p.sf_cols = o.sfcols;
+  p.sf_ctas = split_filter_ctas_for(s.V, p.sf_cols);
   return p;
 }
 

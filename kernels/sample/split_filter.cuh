@@ -12,7 +12,7 @@
 // all, and lists bd's columns, then (d) selects the other two digits and the tie cut on the list
 // and adds the list's kept columns to the sums. Every sum of (b) and (c) is an integer, so the
 // same integers come out of a grid that sums with integer atomics:
-//  1. split_hist_kernel, a CTA per (fallback row, kSplitFiltCols columns): the CTA's histogram in
+//  1. split_hist_kernel, a CTA per (fallback row, P.sf_cols columns): the CTA's histogram in
 //     shared memory (radix_select's bins and mass words), added bin by bin into the row's
 //     histogram in global memory; the row's last CTA (a counter per row) runs radix_select's
 //     first-pass decision on it (radix_pick) and stores the digit's state, unless the digit has
@@ -46,7 +46,7 @@ struct SplitFiltSmem {
   unsigned long long w[kRowWarps];  // cta_sum_u64
 };
 
-// The CTA's fallback row and its share (kSplitFiltCols columns from part x kSplitFiltCols), if the
+// The CTA's fallback row and its share (P.sf_cols columns from part x P.sf_cols), if the
 // split takes that row. Uniform over the CTA.
 __device__ __forceinline__ bool split_filter_cta(const SampleParams& P, int& row, int& part, Req& q) {
   const int spr = P.sf_ctas;
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_hist_kernel(const __grid
   const float invT = q.invT;
   const double md = (double)row::temper(Ml, invT);
   const RowSrc<DT> src = filter_src<DT>(P, q, row);
-  const int c0 = part * kSplitFiltCols, c1 = min(P.V, c0 + kSplitFiltCols);
+  const int c0 = part * P.sf_cols, c1 = min(P.V, c0 + P.sf_cols);
   constexpr int step = kRowWarps * 32 * VEC;
   for (int b0 = c0 + tid * VEC; b0 < c1; b0 += step * kUnroll) {
     float lv[kUnroll][VEC];
@@ -178,8 +178,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_bound_kernel(const __gri
   };
   // A warp per 32 x VEC consecutive columns (inside one 1024-block) at a time, as filter_kernel.
   constexpr int kCh = 32 * VEC;
-  const int c0 = part * kSplitFiltCols;
-  const int c1 = min((P.V + kCh - 1) / kCh * kCh, c0 + kSplitFiltCols);
+  const int c0 = part * P.sf_cols;
+  const int c1 = min((P.V + kCh - 1) / kCh * kCh, c0 + P.sf_cols);
   unsigned long long zf = 0;
   long long ef = 0;
   int nk = 0;

@@ -10,7 +10,7 @@
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
 #   plan's overrides (SamplePlanOverrides: small_plain, small_filter, cta, bpw, fuse, direct, fbpw,
-#   top2, cf_wpc, smem_row, exact_all, filter_grid, split, splitfilter), ban=N (the banned token),
+#   top2, cf_wpc, smem_row, exact_all, filter_grid, split, splitfilter, sfcols), ban=N (the banned token),
 #   wide=1 (rows of wide top-p nuclei), sfrows=N (the split fallback must take >= N rows), hostile=K
 #   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
 #   mask=N (allowed-token masks: 1 dense, 2 sparse; emu_sample.cpp);
