@@ -23,7 +23,7 @@ constexpr int kDefaultSms = 132;    // the H200's SM count: used when the device
 constexpr int kSplitBlocks = 8;     // split_finish_kernel: blocks (lists) per CTA, a warp each
 constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S buffers' capacity)
                                     // (and the split fallback's: its lists' capacity)
-constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA (default)
+constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA, at most
 
 // What the plan depends on: the call's host-visible shape and the device.
 struct SampleShape {
@@ -121,22 +121,40 @@ inline bool small_cta_default(int num_rows, int num_sms) { return num_rows <= 2 
 // 256 rows top-p 59.1 -> 30.2 us, top-k 33.3 -> 23.4; 528 rows top-p 58.3 -> 50.0, top-k 33.0 ->
 // 38.1; 1024 rows top-p 61.2 -> 87.3).
 inline bool small_filter_cta_default(int num_rows, int num_sms) { return num_rows <= 4 * num_sms; }
-// The candidates' finish split over CTAs (split_finish_kernel, kSplitBlocks block lists per CTA)
-// while the rows leave SMs idle: fewer rows than twice the SMs. The outputs are those of
-// cand_finish_kernel bit for bit (split_row.cuh), so the choice may follow the row count; the
-// split itself depends on V only. H200, dds_bench at 8 rows (whole-library A/B, the split finish
-// the only change on these paths): f32 262144 top-k 50 82.8 -> 50.0 us, min-p 0.05 104.7 -> 42.4,
-// peaked top-p 188.6 -> 61.6; f32 32000 top-k 50 59.7 -> 38.9. The bound 2 x SMs is not yet
-// measured between 8 and 4096 rows.
-inline bool split_finish_default(int num_rows, int num_sms) { return num_rows < 2 * num_sms; }
+// The candidates' finish split over CTAs (split_finish_kernel, kSplitBlocks block lists per CTA,
+// split_ctas_for(blocks) CTAs per row) while its grid stays small: rows x CTAs per row at most
+// 6 x SMs, or 32 x SMs when the call can have top-p rows (whose finish, float64 masses over the
+// candidates, gains the most from the split; a call with a top-p array but top-k rows then takes
+// the split where it costs time, e.g. 64 x 262144 top-k below). The outputs are those of cand_finish_kernel bit for
+// bit (split_row.cuh), so the choice may follow the row count; the split itself depends on V only.
+// H100, dds_profile_sample (200 stream-launched calls, median; split / cand_finish, us):
+//   top-k 50 f32 32000 (4 CTAs a row): 32 rows 100.3 / 119.3, 128 rows 113.7 / 129.4, 256 rows
+//   164.1 / 153.8; f32 262144 (32 CTAs a row): 32 rows 95.4 / 93.2, 64 rows 161.4 / 112.3, 192
+//   rows 406.0 / 163.6; min-p 0.05 f32 151936 (19 CTAs a row): 32 rows 55.2 / 82.5, 64 rows 84.7 /
+//   96.2, 96 rows 187.1 / 179.0; top-p 0.9 bf16 262144 T = 0.25: 64 rows 156.7 / 257.6, 128 rows
+//   262.2 / 298.1, 256 rows 474.3 / 356.1.
+// H200, dds_bench at 8 rows (whole-library A/B): f32 262144 top-k 50 82.8 -> 50.0 us, min-p 0.05
+// 104.7 -> 42.4, peaked top-p 188.6 -> 61.6; f32 32000 top-k 50 59.7 -> 38.9.
 constexpr int split_ctas_for(int nblocks) { return (nblocks + kSplitBlocks - 1) / kSplitBlocks; }
-// The split fallback (split_hist_kernel, split_bound_kernel, kSplitFiltCols columns per CTA) for
-// the fallback rows of V > kSmemRowMax, under the same rule as the split finish (rows leaving SMs
-// idle): filter_kernel's outputs are the same bits with or without it (split_filter.cuh), so the
-// choice may follow the row count; the split depends on V only. Its time on the H200 is yet to
-// be measured (bench: dds_bench, 8 rows, flat top-p).
-inline bool split_filter_default(int num_rows, int num_sms) { return split_finish_default(num_rows, num_sms); }
-constexpr int split_filter_ctas_for(int V, int cols = kSplitFiltCols) { return (V + cols - 1) / cols; }
+inline bool split_finish_default(int num_rows, int nblocks, bool top_p, int num_sms) {
+  return (long long)num_rows * split_ctas_for(nblocks) <= (long long)(top_p ? 32 : 6) * num_sms;
+}
+// The split fallback (split_hist_kernel, split_bound_kernel) for the fallback rows of V >
+// kSmemRowMax: about 32 CTAs per row, 2048 to 8192 columns each (H100, 8 rows of flat top-p 0.9,
+// us for 2048 / 4096 / 8192 columns: f32 65536 94.9 / 98.6 / 108.4, bf16 65536 119.6 / 119.0 /
+// 129.6, f32 131072 109.4 / 110.7 / 118.4, f32 262144 145.1 / 137.2 / 137.6, bf16 262144 179.4 /
+// 170.8 / 168.5), while rows x CTAs per row is at most 16 x SMs (bf16 262144 flat top-p, split
+// / filter_kernel alone: 32 rows 262.4 / 383.3 us, 64 rows 376.6 / 443.5, 128 rows 598.0 / 543.0,
+// 256 rows 1128.9 / 1069.3). filter_kernel's outputs are the same bits with or without it
+// (split_filter.cuh), so the choice may follow the row count; the split depends on V only.
+constexpr int split_filter_cols_for(int V) {
+  const int c = ((V + 31) / 32 + kB - 1) / kB * kB;
+  return c < 2048 ? 2048 : c > kSplitFiltCols ? kSplitFiltCols : c;
+}
+constexpr int split_filter_ctas_for(int V, int cols) { return (V + cols - 1) / cols; }
+inline bool split_filter_default(int num_rows, int sf_ctas, int num_sms) {
+  return (long long)num_rows * sf_ctas <= 16LL * num_sms;
+}
 
 // Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
 // the tests' and tools' command lines. Returns false with *err at the bad item.
@@ -208,15 +226,15 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   p.zero_fallback = s.run_filter && !p.direct_filter && !p.small_filter;
   // (never beyond kSplitMaxRows rows, forced or not: the workspace holds S for that many)
   p.split_finish = s.run_filter && !p.direct_filter && !p.small_filter && s.num_rows <= kSplitMaxRows &&
-                   pick(o.split, split_finish_default(s.num_rows, sms));
+                   pick(o.split, split_finish_default(s.num_rows, p.nblocks, s.run_top_p, sms));
   p.split_ctas = split_ctas_for(p.nblocks);
+  // (columns per CTA forced: a multiple of 1024, from 1024 to 65536; else the rule)
+  p.sf_cols = o.sfcols >= kB && o.sfcols <= 65536 && o.sfcols % kB == 0 ? o.sfcols : split_filter_cols_for(s.V);
+  p.sf_ctas = split_filter_ctas_for(s.V, p.sf_cols);
   // (rows of more than kSmemRowMax columns that filter_kernel re-reads; at most kSplitMaxRows
   // rows, forced or not: the workspace holds their lists for that many)
   p.split_filter = s.run_filter && s.run_top_p && !p.direct_filter && !p.small_filter && !p.smem_row && s.V > kSmemRowMax &&
-                   s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, sms));
-  // (columns per CTA forced: a multiple of 1024, from 1024 to 65536; else the default)
-  if (o.sfcols >= kB && o.sfcols <= 65536 && o.sfcols % kB == 0) p.sf_cols = o.sfcols;
-  p.sf_ctas = split_filter_ctas_for(s.V, p.sf_cols);
+                   s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
   return p;
 }
 

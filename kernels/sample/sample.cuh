@@ -51,10 +51,11 @@
 //  * small_filter_kernel (filtered rows, V <= 2048): the row's complete list in registers / shared
 //    memory, finish_filtered's decisions in one launch.
 //  * split_hist_kernel, split_bound_kernel (the fallback rows' wide top-p nuclei, V > 40960, in
-//    batches that leave SMs idle, plan.split_filter): a CTA per 8192 columns of a row builds the
-//    top-p select's first-digit histogram (integer atomics into the row's; its last CTA picks the
-//    boundary digit), then its share of the boundary pass (fixed-point sums above the digit, the
-//    digit's columns listed); filter_kernel finishes the row on that list: the same bits.
+//    batches that leave SMs idle, plan.split_filter): a CTA per 2048-8192 columns of a row
+//    builds the top-p select's first-digit histogram (integer atomics into the row's; its last
+//    CTA picks the boundary digit), then its share of the boundary pass (fixed-point sums above
+//    the digit, the digit's columns listed); filter_kernel finishes the row on that list: the
+//    same bits.
 //  * filter_kernel: one 1024-thread CTA per row left by the lists (a grid-stride loop). The row is
 //    held in shared memory as fp32 when it fits, else re-read per pass. Thresholds by radix select
 //    over order-preserving keys (11/11/10-bit digits) with counts (top-k) or 64-bit fixed-point

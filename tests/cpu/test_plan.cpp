@@ -1,0 +1,91 @@
+// The CUDA dds_sample launch plan (kernels/sample/plan.h, host code): the row-count and V rules of
+// the split finish and the split fallback, and the overrides the tests and the benchmark force.
+// Every plan computes the same output bits (the emulation and the GPU tests compare them); these
+// check which kernels a shape gets.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "sample/plan.h"
+
+using namespace dds::ksample;
+
+namespace {
+
+SamplePlan plan_of(int V, int rows, bool top_p, const char* overrides = nullptr) {
+  SampleShape s;
+  s.V = V;
+  s.num_rows = rows;
+  s.dtype = 0;
+  s.run_plain = false;
+  s.run_filter = true;
+  s.run_top_p = top_p;
+  s.num_sms = 132;
+  SamplePlanOverrides o;
+  const char* err = nullptr;
+  REQUIRE(parse_plan_overrides(overrides, &o, &err));
+  return plan_sample(s, o);
+}
+
+}  // namespace
+
+TEST_CASE("the split finish while rows x CTAs per row stays within 6 x SMs (32 x SMs with top-p)") {
+  // V = 262144: 256 blocks, 32 CTAs a row.
+  CHECK(plan_of(262144, 8, false).split_finish);
+  CHECK(plan_of(262144, 8, false).split_ctas == 32);
+  CHECK(plan_of(262144, 24, false).split_finish);   // 768 CTAs
+  CHECK(!plan_of(262144, 32, false).split_finish);  // 1024
+  CHECK(plan_of(262144, 128, true).split_finish);   // 4096 <= 4224
+  CHECK(!plan_of(262144, 192, true).split_finish);
+  // V = 32000: 32 blocks, 4 CTAs a row.
+  CHECK(plan_of(32000, 128, false).split_finish);
+  CHECK(!plan_of(32000, 256, false).split_finish);
+  CHECK(plan_of(32000, 256, true).split_finish);
+  // Never above kSplitMaxRows rows, forced or not; forced either way below.
+  CHECK(!plan_of(32000, 4096, true).split_finish);
+  CHECK(!plan_of(32000, 257, false, "split=1").split_finish);
+  CHECK(plan_of(262144, 192, false, "split=1").split_finish);
+  CHECK(!plan_of(262144, 8, false, "split=0").split_finish);
+  // V <= 2048 rows take small_filter_kernel: no split.
+  CHECK(!plan_of(1025, 8, true).split_finish);
+}
+
+TEST_CASE("the split fallback: about 32 CTAs a row of 2048 to 8192 columns, within 16 x SMs") {
+  CHECK(split_filter_cols_for(40961) == 2048);
+  CHECK(split_filter_cols_for(65536) == 2048);
+  CHECK(split_filter_cols_for(131072) == 4096);
+  CHECK(split_filter_cols_for(151936) == 5120);
+  CHECK(split_filter_cols_for(262144) == 8192);
+  CHECK(split_filter_cols_for(1 << 22) == 8192);
+  const SamplePlan p = plan_of(262144, 64, true);
+  CHECK(p.split_filter);  // 64 x 32 = 2048 <= 2112
+  CHECK(p.sf_cols == 8192);
+  CHECK(p.sf_ctas == 32);
+  CHECK(!plan_of(262144, 128, true).split_filter);
+  CHECK(plan_of(65536, 8, true).sf_ctas == 32);
+  CHECK(plan_of(151936, 8, true).sf_ctas == 30);
+  // Only for calls that can have top-p rows, and only for rows filter_kernel re-reads (V > 40960).
+  CHECK(!plan_of(262144, 8, false).split_filter);
+  CHECK(!plan_of(40960, 8, true).split_filter);
+  CHECK(plan_of(40961, 8, true).split_filter);
+  // Forced columns per CTA: a multiple of 1024 from 1024 to 65536, else the rule.
+  CHECK(plan_of(262144, 8, true, "sfcols=4096").sf_cols == 4096);
+  CHECK(plan_of(262144, 8, true, "sfcols=4096").sf_ctas == 64);
+  CHECK(plan_of(262144, 8, true, "sfcols=1000").sf_cols == 8192);
+  CHECK(plan_of(262144, 8, true, "sfcols=131072").sf_cols == 8192);
+  CHECK(plan_of(262144, 128, true, "splitfilter=1").split_filter);
+}
+
+TEST_CASE("plan overrides: the parser names the item it cannot read") {
+  SamplePlanOverrides o;
+  const char* err = nullptr;
+  CHECK(parse_plan_overrides("split=0,sfcols=2048", &o, &err));
+  CHECK(o.split == 0);
+  CHECK(o.sfcols == 2048);
+  CHECK(o.splitfilter == -1);
+  CHECK(parse_plan_overrides("default", &o, &err));
+  CHECK(o.sfcols == -1);
+  CHECK(!parse_plan_overrides("split=1,sf_cols=2048", &o, &err));
+  REQUIRE(err != nullptr);
+  CHECK(std::string(err) == "sf_cols=2048");
+}
