@@ -40,11 +40,17 @@ NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ -n "${STEPS:-}" ] || STEPS="tests memcheck racecheck python rust go nccl torch-nccl"
 
 run_tests() {
-  local rc=0 t
+  local rc=0 t n=0
   for t in $(dds_gpu_tests "$B"); do
     echo "--- $t"
+    n=$((n + 1))
     "$t" || rc=1
   done
+  if [ "$n" -eq 0 ]; then
+    echo "no test_gpu_* program in $B"
+    return 1
+  fi
+  echo "$n test programs ran"
   return $rc
 }
 # Test cases of program $1 that the sanitizers run, one per line.
@@ -62,10 +68,11 @@ san_cases() {
     sed -n '/^=\{5,\}$/,/^=\{5,\}$/p' | grep -v '^=\{5,\}$'
 }
 sanitize() {
-  local tool=$1 rc=0 t c
+  local tool=$1 rc=0 t c n=0
   for t in $(dds_gpu_tests "$B"); do
     while IFS= read -r c; do
       [ -n "$c" ] || continue
+      n=$((n + 1))
       # doctest filters: ',' separates names and is matched by '?' here.
       timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 3 \
         "$t" -tc="${c//,/?}" >"$DDS_GPU_OUT/.case.log" 2>&1
@@ -76,6 +83,10 @@ sanitize() {
     done < <(san_cases "$t")
   done
   rm -f "$DDS_GPU_OUT/.case.log"
+  if [ "$n" -eq 0 ]; then
+    echo "no test case of a test_gpu_* program in $B ran"
+    return 1
+  fi
   return $rc
 }
 nccl_env() {

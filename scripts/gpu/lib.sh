@@ -33,12 +33,12 @@ dds_gpu_bin() {
   return 1
 }
 
-# dds_gpu_tests BUILD: the GPU test programs (test_gpu_*) of BUILD, one per line.
+# dds_gpu_tests BUILD: the GPU test programs (test_gpu_*, no extension) of BUILD, one per line.
 dds_gpu_tests() {
   local d f
   for d in "$1" "$1/tests"; do
     for f in "$d"/test_gpu_*; do
-      [ -x "$f" ] && [ -f "$f" ] && [[ "$f" != *.* ]] && printf '%s\n' "$f"
+      [ -x "$f" ] && [ -f "$f" ] && [[ "$(basename "$f")" != *.* ]] && printf '%s\n' "$f"
     done
   done
   return 0
