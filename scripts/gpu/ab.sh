@@ -13,6 +13,10 @@
 #               the last call (tokens, argmax, log-prob, confidence, margin, entropy) compared
 #               byte for byte; one line per shape: "same", "DIFFER" or "FAILED"
 #   cmp-stash   the same with dds_profile_stash (ids, log-probs, ranks) on STASH_SHAPES
+#   cmp-ops     dds_verify_drafts, dds_reveal and the shard kernels (partial + finish, every rank on
+#               one GPU) on OPS_SHAPES: NEW's dds_profile_ops run once with OLD's libdds and once
+#               with NEW's (the program reads only the C ABI, so it serves builds that predate it),
+#               every output compared byte for byte
 #   bench       dds_bench of OLD and NEW, alternating (OLD NEW, then NEW OLD with REPEATS=2, ...),
 #               merged by scripts/gpu/bench-ab.py into OUT_DIR/bench-ab.md: per row the median
 #               time of each side and NEW / OLD, rows more than AB_TOLERANCE (default 0.03)
@@ -30,6 +34,9 @@
 #                  528 / 529 / 1023 / 1024 rows)
 #   STASH_SHAPES   ';'-separated "dtype V rows keep_every n" (dds_profile_stash's arguments);
 #                  default: the dds_bench stash grid and two odd shapes
+#   OPS_SHAPES     ';'-separated dds_profile_ops arguments ("verify dtype V requests drafts
+#                  scenario", "reveal rows requests policy", "shard dtype V rows ranks
+#                  scenario"); default: grid_ops below
 #   BENCH_ARGS     dds_bench arguments (e.g. "--only sample", "--quick"); REPEATS (default 1)
 #   OLD_FLAGS, NEW_FLAGS  extra arguments appended to every program of that side, for builds
 #                  whose programs take them: dds_profile_sample's --plan SPEC (launch plan
@@ -81,6 +88,42 @@ grid_stash() {
   printf '%s' "${s}f32 1025 64 1 20;bf16 7 100 3 5"
 }
 
+grid_ops() {
+  local dt V sc P R s=""
+  for dt in f32 bf16; do
+    for V in 1025 32000 151936; do for sc in plain topk topp minp; do s+="verify $dt $V 64 4 $sc;"; done; done
+    for V in 32000 151936; do for R in 2 4; do for sc in plain topk topp; do s+="shard $dt $V 256 $R $sc;"; done; done; done
+    s+="shard $dt 262144 8 8 topp;verify $dt 32000 256 8 topp;"
+  done
+  for P in 0 1 2 3 4; do s+="reveal 4096 64 $P;reveal 8 1 $P;"; done
+  printf '%s' "${s%;}"
+}
+
+# compare_ops SHAPES: NEW's dds_profile_ops with OLD's and with NEW's libdds; 1 if any differs.
+compare_ops() {
+  local prog rc=0 s side b f ok n=0
+  local -a shapes
+  prog=$(dds_gpu_bin "$NEW" dds_profile_ops) || { echo "no dds_profile_ops in $NEW"; return 1; }
+  IFS=';' read -ra shapes <<<"$1"
+  for s in "${shapes[@]}"; do
+    ok=1
+    rm -f "$DDS_GPU_OUT"/.dump-*.bin
+    for side in old new; do
+      if [ $side = old ]; then b=$OLD; else b=$NEW; fi
+      f="$DDS_GPU_OUT/.dump-$side.bin"
+      LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 "$prog" $s --dump "$f" >/dev/null 2>&1 || ok=0
+      [ -s "$f" ] || ok=0
+    done
+    n=$((n + 1))
+    if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
+    elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s"
+    else echo "DIFFER  $s"; rc=1; fi
+  done
+  rm -f "$DDS_GPU_OUT"/.dump-*.bin
+  echo "dds_profile_ops: $n shapes"
+  return $rc
+}
+
 # compare PROGRAM SHAPES: both sides' dumps of each shape compared; 1 if any differs or fails.
 # Each program runs 2 calls (the dump holds the second, step 1). The dump file is named both ways
 # (a trailing --dump FILE, and DDS_PROFILE_DUMP for older builds' programs); every positional
@@ -128,10 +171,11 @@ bench_ab() {
   cat "$DDS_GPU_OUT/bench-ab.md"
   return $rc
 }
-export -f compare bench_ab dds_gpu_bin
+export -f compare compare_ops bench_ab dds_gpu_bin
 TAIL_LINES=${TAIL_LINES:-12}
 dds_gpu_step cmp-sample 3600 "compare dds_profile_sample '${SAMPLE_SHAPES:-$(grid_sample)}'"
 dds_gpu_step cmp-stash 1200 "compare dds_profile_stash '${STASH_SHAPES:-$(grid_stash)}'"
+dds_gpu_step cmp-ops 1200 "compare_ops '${OPS_SHAPES:-$(grid_ops)}'"
 dds_gpu_step bench 3600 bench_ab
 dds_gpu_summary "scripts/gpu/ab.sh $1 $2"
 exit $DDS_GPU_FAILED
