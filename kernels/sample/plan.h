@@ -125,8 +125,9 @@ inline bool small_filter_cta_default(int num_rows, int num_sms) { return num_row
 // split_ctas_for(blocks) CTAs per row) while its grid stays small: rows x CTAs per row at most
 // 6 x SMs, or 32 x SMs when the call can have top-p rows (whose finish, float64 masses over the
 // candidates, gains the most from the split; a call with a top-p array but top-k rows then takes
-// the split where it costs time, e.g. 64 x 262144 top-k below). The outputs are those of cand_finish_kernel bit for
-// bit (split_row.cuh), so the choice may follow the row count; the split itself depends on V only.
+// the split where it costs time, e.g. 64 x 262144 top-k below). The outputs are those of
+// cand_finish_kernel bit for bit (split_row.cuh), so the choice may follow the row count; the
+// split itself depends on V only.
 // H100, dds_profile_sample (200 stream-launched calls, median; split / cand_finish, us):
 //   top-k 50 f32 32000 (4 CTAs a row): 32 rows 100.3 / 119.3, 128 rows 113.7 / 129.4, 256 rows
 //   164.1 / 153.8; f32 262144 (32 CTAs a row): 32 rows 95.4 / 93.2, 64 rows 161.4 / 112.3, 192
