@@ -16,7 +16,8 @@
 #   cmp-ops     dds_verify_drafts, dds_reveal and the shard kernels (partial + finish, every rank on
 #               one GPU) on OPS_SHAPES: NEW's dds_profile_ops run once with OLD's libdds and once
 #               with NEW's (the program reads only the C ABI, so it serves builds that predate it),
-#               every output compared byte for byte
+#               every output compared byte for byte (a build older than a feature differs on its
+#               shapes by design: reveal policy 4, ENTROPY_BOUND, is newer than fb7a1da)
 #   bench       dds_bench of OLD and NEW, alternating (OLD NEW, then NEW OLD with REPEATS=2, ...),
 #               merged by scripts/gpu/bench-ab.py into OUT_DIR/bench-ab.md: per row the median
 #               time of each side and NEW / OLD, rows more than AB_TOLERANCE (default 0.03)
