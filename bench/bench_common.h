@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <dds/dds.h>
+#include <dds/dds_shard.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -30,12 +31,13 @@
     }                                                                                    \
   } while (0)
 
-// A CUDA sampler for V columns and `rows` rows, one request per row (stash width: at least 20 and
-// `stash_width`); nullptr, with dds_last_error() printed, when dds_create fails.
-inline dds_sampler* make_cuda_sampler(int V, int rows, int stash_width = 0) {
+// A sampler (backend DDS_BACKEND_*) for V columns and `rows` rows, up to one request per row
+// (stash width: at least 20 and `stash_width`); nullptr, with dds_last_error() printed, when
+// dds_create fails.
+inline dds_sampler* make_sampler(int backend, int V, int rows, int stash_width = 0) {
   dds_sampler_config c;
   dds_sampler_config_init(&c, sizeof c);
-  c.backend = DDS_BACKEND_CUDA;
+  c.backend = backend;
   c.vocab_size = V;
   c.max_rows = rows;
   c.max_requests = rows;
@@ -46,6 +48,22 @@ inline dds_sampler* make_cuda_sampler(int V, int rows, int stash_width = 0) {
     return nullptr;
   }
   return s;
+}
+inline dds_sampler* make_cuda_sampler(int V, int rows, int stash_width = 0) {
+  return make_sampler(DDS_BACKEND_CUDA, V, rows, stash_width);
+}
+
+// Rank r of R in vocabulary-parallel sampling over V columns: the r-th of R near-equal
+// consecutive column slices, top-k candidates up to max_top_k, round 0.
+inline dds_shard_args shard_rank(int V, int r, int R, int max_top_k = 64) {
+  dds_shard_args a;
+  dds_shard_args_init(&a, sizeof a);
+  a.rank = r;
+  a.world_size = R;
+  a.vocab_offset = (int32_t)((int64_t)V * r / R);
+  a.vocab_slice = (int32_t)((int64_t)V * (r + 1) / R) - a.vocab_offset;
+  a.max_top_k = max_top_k;
+  return a;
 }
 
 namespace bench {

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_common.h"  // BENCH_CHECK, BENCH_DDS
+#include "bench_common.h"  // BENCH_CHECK, BENCH_DDS, shard_rank
 
 
 namespace {
@@ -203,12 +203,7 @@ int main(int argc, char** argv) {
         std::vector<dds_sample_args> args(R, a);
         std::vector<dds_shard_args> shd(R);
         for (int r = 0; r < R; ++r) {
-          dds_shard_args_init(&shd[r], sizeof shd[r]);
-          shd[r].rank = r;
-          shd[r].world_size = R;
-          shd[r].vocab_offset = (int32_t)((int64_t)V * r / R);
-          shd[r].vocab_slice = (int32_t)((int64_t)V * (r + 1) / R) - shd[r].vocab_offset;
-          shd[r].max_top_k = 64;
+          shd[r] = shard_rank(V, r, R);
           args[r].row_stride = V;
         }
         dds_shard_plan plan;

@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench_common.h"  // make_sampler, shard_rank
+
 namespace {
 
 bool g_cpu = false;
@@ -32,13 +34,6 @@ bool g_cpu = false;
   std::printf("dds_profile_ops: %s\n", what);
   std::exit(1);
 }
-void check_dds(dds_status s, const char* call) {
-  if (s != DDS_OK) {
-    std::printf("dds_profile_ops: %s: %s\n", call, dds_last_error());
-    std::exit(1);
-  }
-}
-
 // Deterministic host inputs: a 64-bit mix of (seed, index).
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -63,7 +58,7 @@ T* to_dev(const std::vector<T>& h) {
   }
   T* p = nullptr;
   if (cudaMalloc(&p, h.size() * sizeof(T) + 1) != cudaSuccess) die("no CUDA device or out of memory");
-  if (!h.empty()) cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  if (!h.empty()) BENCH_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
   return p;
 }
 template <typename T>
@@ -76,7 +71,7 @@ void take(std::vector<unsigned char>& out, const T* p, size_t n) {
   const size_t at = out.size();
   out.resize(at + n * sizeof(T));
   if (g_cpu) std::memcpy(out.data() + at, p, n * sizeof(T));
-  else cudaMemcpy(out.data() + at, p, n * sizeof(T), cudaMemcpyDeviceToHost);
+  else BENCH_CHECK(cudaMemcpy(out.data() + at, p, n * sizeof(T), cudaMemcpyDeviceToHost));
 }
 // rows x V logits, sigma * N(0, 1) + shift[row] where given, as f32 or bf16 bytes.
 void* make_logits(int bf16, size_t rows, int V, float sigma, uint64_t seed, const std::vector<float>* base = nullptr) {
@@ -91,15 +86,9 @@ void* make_logits(int bf16, size_t rows, int V, float sigma, uint64_t seed, cons
   for (size_t i = 0; i < n; ++i) h[i] = sigma * normal(seed, i) + (base ? (*base)[i % V] : 0.f);
   return to_dev(h);
 }
-dds_sampler* make_sampler(int V, int rows, int requests) {
-  dds_sampler_config c;
-  dds_sampler_config_init(&c, sizeof c);
-  c.backend = g_cpu ? DDS_BACKEND_CPU : DDS_BACKEND_CUDA;
-  c.vocab_size = V;
-  c.max_rows = rows;
-  c.max_requests = requests;
-  dds_sampler* s = nullptr;
-  check_dds(dds_create(&c, &s), "dds_create");
+dds_sampler* sampler(int V, int rows) {
+  dds_sampler* s = make_sampler(g_cpu ? DDS_BACKEND_CPU : DDS_BACKEND_CUDA, V, rows);
+  if (!s) std::exit(1);
   return s;
 }
 // The scenario's filters on a sample-like argument struct.
@@ -140,7 +129,7 @@ std::vector<unsigned char> run_verify(int bf16, int V, int R, int n, const std::
   int32_t* tok = zeros<int32_t>((size_t)R * (n + 1));
   float* lp = zeros<float>((size_t)R * (n + 1));
   int32_t* st = zeros<int32_t>(R);
-  dds_sampler* s = make_sampler(V, R * (n + 1), R);
+  dds_sampler* s = sampler(V, R * (n + 1));
   dds_verify_args a;
   dds_verify_args_init(&a, sizeof a);
   a.num_requests = R;
@@ -155,8 +144,8 @@ std::vector<unsigned char> run_verify(int bf16, int V, int R, int n, const std::
   a.out_tokens = tok;
   a.out_logprobs = lp;
   a.request_status = st;
-  check_dds(dds_verify_drafts(s, &a, nullptr), "dds_verify_drafts");
-  if (!g_cpu) cudaDeviceSynchronize();
+  BENCH_DDS(dds_verify_drafts(s, &a, nullptr));
+  if (!g_cpu) BENCH_CHECK(cudaDeviceSynchronize());  // (a fault fails here, not as equal zeros)
   std::vector<unsigned char> out;
   take(out, acc, R);
   take(out, tok, (size_t)R * (n + 1));
@@ -201,7 +190,7 @@ std::vector<unsigned char> run_reveal(int rows, int R, int policy) {
   int32_t* nrev = zeros<int32_t>(R);
   int32_t* fin = zeros<int32_t>(R);
   int32_t* st = zeros<int32_t>(R);
-  dds_sampler* s = make_sampler(1024, rows, R);
+  dds_sampler* s = sampler(1024, rows);
   dds_reveal_args a;
   dds_reveal_args_init(&a, sizeof a);
   a.num_rows = rows;
@@ -229,8 +218,8 @@ std::vector<unsigned char> run_reveal(int rows, int R, int policy) {
   a.num_revealed = nrev;
   a.finished = fin;
   a.request_status = st;
-  check_dds(dds_reveal(s, &a, nullptr), "dds_reveal");
-  if (!g_cpu) cudaDeviceSynchronize();
+  BENCH_DDS(dds_reveal(s, &a, nullptr));
+  if (!g_cpu) BENCH_CHECK(cudaDeviceSynchronize());  // (a fault fails here, not as equal zeros)
   std::vector<unsigned char> out;
   take(out, rev, rows);
   take(out, nrev, R);
@@ -250,7 +239,7 @@ std::vector<unsigned char> run_shard(int bf16, int V, int rows, int R, const std
   float* margin = zeros<float>(rows);
   float* ent = zeros<float>(rows);
   int32_t* st = zeros<int32_t>(rows);
-  dds_sampler* s = make_sampler(V, rows, rows);
+  dds_sampler* s = sampler(V, rows);
   const size_t esz = bf16 ? 2 : 4;
   dds_sample_args a;
   dds_sample_args_init(&a, sizeof a);
@@ -269,17 +258,12 @@ std::vector<unsigned char> run_shard(int bf16, int V, int rows, int R, const std
   std::vector<dds_sample_args> args(R, a);
   std::vector<dds_shard_args> shd(R);
   for (int r = 0; r < R; ++r) {
-    dds_shard_args_init(&shd[r], sizeof shd[r]);
-    shd[r].rank = r;
-    shd[r].world_size = R;
-    shd[r].vocab_offset = (int32_t)((int64_t)V * r / R);
-    shd[r].vocab_slice = (int32_t)((int64_t)V * (r + 1) / R) - shd[r].vocab_offset;
-    shd[r].max_top_k = 64;
+    shd[r] = shard_rank(V, r, R);
     args[r].logits = static_cast<const char*>(logits) + esz * shd[r].vocab_offset;
   }
   dds_shard_plan plan;
   plan.struct_size = sizeof plan;
-  check_dds(dds_sample_shard_plan(s, &args[0], &shd[0], &plan), "dds_sample_shard_plan");
+  BENCH_DDS(dds_sample_shard_plan(s, &args[0], &shd[0], &plan));
   unsigned char* gathered = zeros<unsigned char>((size_t)plan.gathered_bytes);
   std::vector<unsigned char*> rec(R);
   int64_t max_rec = 8;
@@ -288,16 +272,16 @@ std::vector<unsigned char> run_shard(int bf16, int V, int rows, int R, const std
   for (int q = 0; q < plan.num_rounds; ++q) {
     for (int r = 0; r < R; ++r) {
       shd[r].round = q;
-      check_dds(dds_sample_partial(s, &args[r], &shd[r], gathered, rec[r], nullptr), "dds_sample_partial");
+      BENCH_DDS(dds_sample_partial(s, &args[r], &shd[r], gathered, rec[r], nullptr));
     }
     for (int r = 0; r < R; ++r) {
       unsigned char* dst = gathered + plan.gathered_offset[q] + r * plan.record_bytes[q];
       if (g_cpu) std::memcpy(dst, rec[r], (size_t)plan.record_bytes[q]);
-      else cudaMemcpy(dst, rec[r], (size_t)plan.record_bytes[q], cudaMemcpyDeviceToDevice);
+      else BENCH_CHECK(cudaMemcpy(dst, rec[r], (size_t)plan.record_bytes[q], cudaMemcpyDeviceToDevice));
     }
   }
-  check_dds(dds_sample_finish(s, &args[0], &shd[0], gathered, nullptr), "dds_sample_finish");
-  if (!g_cpu) cudaDeviceSynchronize();
+  BENCH_DDS(dds_sample_finish(s, &args[0], &shd[0], gathered, nullptr));
+  if (!g_cpu) BENCH_CHECK(cudaDeviceSynchronize());  // (a fault fails here, not as equal zeros)
   std::vector<unsigned char> out;
   take(out, tok, rows);
   take(out, amax, rows);

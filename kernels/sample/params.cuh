@@ -136,7 +136,8 @@ struct SampleParams {
   SplitRowCnt* split_cnt;
   int2* split_s;
   // The split fallback (plan.split_filter, rows of V > kSmemRowMax, at most kSplitMaxRows rows):
-  // its CTAs per row, per row its scratch and its list (kBigListCap ids, then their l values).
+  // its CTAs per row and columns per CTA, per row its scratch and its list (kBigListCap ids, then
+  // their l values).
   int split_filter;
   int sf_ctas, sf_cols;
   // row_pass_kernel zeroes the fallback list's counters and, with split_finish / split_filter,
