@@ -352,7 +352,7 @@ __device__ __forceinline__ unsigned long long boundary_terms(const float (&lv)[V
   return cs;
 }
 
-template <int DT, bool MASK>
+template <int DT, bool MASK, bool SPLIT>
 __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
   FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
   float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
@@ -365,7 +365,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   RowSrc<DT> src = filter_src<DT>(P, q, row);
   // The split fallback took the row (its first digit, the sums above it and its list are done).
   const SplitFiltRow* sfr =
-      split_filter_ok(P, q) && __ldcg(&P.sf_rows[row].ok) != 0 ? P.sf_rows + row : nullptr;
+      SPLIT && split_filter_ok(P, q) && __ldcg(&P.sf_rows[row].ok) != 0 ? P.sf_rows + row : nullptr;
 
   // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row. A row the
   // candidates' finish sent here (its block records intact) without top-k and not held in shared
@@ -837,8 +837,10 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 // The rows that the row pass's finish could not prove from its candidates (the
 // list fb_rows[0, fb_count), in any order), a grid-stride loop; the last CTA resets the list
 // (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row. MASK: as
-// small_plain_kernel's.
-template <int DT, bool MASK>
+// small_plain_kernel's. SPLIT: the launch follows the split fallback (plan.split_filter), whose
+// rows resume from its state; without, that path is not compiled in (fewer registers live
+// through the row's passes).
+template <int DT, bool MASK, bool SPLIT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
   DDS_DYNAMIC_SMEM(smem_raw);
   if (!P.direct_filter) {
@@ -846,7 +848,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
       const int row = __ldcg(P.fb_rows + i);
       if (row < 0 || row >= P.num_rows) continue;  // (uniform) never for a list of this call
-      filter_row<DT, MASK>(P, smem_raw, row);
+      filter_row<DT, MASK, SPLIT>(P, smem_raw, row);
       __syncthreads();
     }
     __syncthreads();
@@ -860,7 +862,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
       }
     }
   } else {
-    filter_row<DT, MASK>(P, smem_raw, blockIdx.x);
+    filter_row<DT, MASK, SPLIT>(P, smem_raw, blockIdx.x);
   }
 }
 

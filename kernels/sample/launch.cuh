@@ -92,7 +92,8 @@ inline size_t filter_smem_bytes(int V, bool smem_row) {
 template <int DT>
 cudaError_t prepare_filter_kernel(int bytes) {
   cudaError_t e = cudaSuccess;
-  for (auto* k : {filter_kernel<DT, false>, filter_kernel<DT, true>})
+  for (auto* k : {filter_kernel<DT, false, false>, filter_kernel<DT, true, false>, filter_kernel<DT, false, true>,
+                  filter_kernel<DT, true, true>})
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   return e;
 }
@@ -188,8 +189,10 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
         launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
         launch_kernel(s, split_bound_kernel<DT>, g, kRowWarps * 32, 0, P);
       }
-      launch_kernel(s, mask ? filter_kernel<DT, true> : filter_kernel<DT, false>, (unsigned)plan.filter_grid,
-                    kFilterThreads, filter_smem_bytes(P.V, plan.smem_row), P);
+      with_flags(mask, plan.split_filter, [&](auto m, auto split) {
+        launch_kernel(s, filter_kernel<DT, m, split>, (unsigned)plan.filter_grid, kFilterThreads,
+                      filter_smem_bytes(P.V, plan.smem_row), P);
+      });
     }
   }
   if (P.out.probs) {

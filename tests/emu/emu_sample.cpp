@@ -188,8 +188,11 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
   // (two CTAs for the fallback rows unless the mode says otherwise: the grid-stride loop)
   if (o.filter_grid < 0) o.filter_grid = 2;
   const SamplePlan plan = plan_sample(dds::sample_shape(a, V, kDefaultSms), o);
-  const void* filter_kernels[] = {(const void*)&filter_kernel<0, false>, (const void*)&filter_kernel<1, false>,
-                                  (const void*)&filter_kernel<0, true>, (const void*)&filter_kernel<1, true>};
+  const void* filter_kernels[] = {
+      (const void*)&filter_kernel<0, false, false>, (const void*)&filter_kernel<1, false, false>,
+      (const void*)&filter_kernel<0, true, false>,  (const void*)&filter_kernel<1, true, false>,
+      (const void*)&filter_kernel<0, false, true>,  (const void*)&filter_kernel<1, false, true>,
+      (const void*)&filter_kernel<0, true, true>,   (const void*)&filter_kernel<1, true, true>};
   const void* split_kernels[] = {(const void*)&split_hist_kernel<0>, (const void*)&split_hist_kernel<1>,
                                  (const void*)&split_bound_kernel<0>, (const void*)&split_bound_kernel<1>};
   int split_launches = 0;
