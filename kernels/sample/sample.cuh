@@ -61,6 +61,8 @@
 //    over order-preserving keys (11/11/10-bit digits) with counts (top-k) or 64-bit fixed-point
 //    masses (top-p); boundary ties by a radix select on token ids. The kept set is a prefix of the
 //    order (a desc, t asc): (key threshold, last id at that key, min-p value threshold).
+//    SPLIT (plan.split_filter): the launch follows the split fallback and resumes its rows from
+//    its state; without, that path is not compiled in.
 //  * probs_kernel: the probability rows once each row's max and log-sum are known (second read).
 //  * status_kernel: per-request DDS_REQ_* bits (sanitisation flags | EMPTY_ROW of any row).
 #ifndef DDS_KERNELS_SAMPLE_SAMPLE_CUH_
