@@ -47,18 +47,22 @@ float normal(uint64_t seed, uint64_t i) {
   return std::sqrt(-2.f * std::log(u1)) * std::cos(6.2831853f * u2);
 }
 
+// n bytes from src to dst, buffers of this run (device, or host with --cpu) or the host's.
+void copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  if (g_cpu) std::memcpy(dst, src, n);
+  else BENCH_CHECK(cudaMemcpy(dst, src, n, kind));
+}
 // A buffer on the device (or the host with --cpu) holding a copy of `h`.
 template <typename T>
 T* to_dev(const std::vector<T>& h) {
-  if (g_cpu) {
-    T* p = static_cast<T*>(std::malloc(h.size() * sizeof(T) + 1));
-    if (!p) die("out of memory");
-    if (!h.empty()) std::memcpy(p, h.data(), h.size() * sizeof(T));
-    return p;
-  }
   T* p = nullptr;
-  if (cudaMalloc(&p, h.size() * sizeof(T) + 1) != cudaSuccess) die("no CUDA device or out of memory");
-  if (!h.empty()) BENCH_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  if (g_cpu) {
+    p = static_cast<T*>(std::malloc(h.size() * sizeof(T) + 1));
+    if (!p) die("out of memory");
+  } else if (cudaMalloc(&p, h.size() * sizeof(T) + 1) != cudaSuccess) {
+    die("no CUDA device or out of memory");
+  }
+  if (!h.empty()) copy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
   return p;
 }
 template <typename T>
@@ -70,8 +74,12 @@ template <typename T>
 void take(std::vector<unsigned char>& out, const T* p, size_t n) {
   const size_t at = out.size();
   out.resize(at + n * sizeof(T));
-  if (g_cpu) std::memcpy(out.data() + at, p, n * sizeof(T));
-  else BENCH_CHECK(cudaMemcpy(out.data() + at, p, n * sizeof(T), cudaMemcpyDeviceToHost));
+  copy(out.data() + at, p, n * sizeof(T), cudaMemcpyDeviceToHost);
+}
+// After an operation's last call: a device fault fails the run here instead of leaving outputs
+// that compare equal (zeros).
+void settle() {
+  if (!g_cpu) BENCH_CHECK(cudaDeviceSynchronize());
 }
 // rows x V logits, sigma * N(0, 1) + shift[row] where given, as f32 or bf16 bytes.
 void* make_logits(int bf16, size_t rows, int V, float sigma, uint64_t seed, const std::vector<float>* base = nullptr) {
@@ -145,7 +153,7 @@ std::vector<unsigned char> run_verify(int bf16, int V, int R, int n, const std::
   a.out_logprobs = lp;
   a.request_status = st;
   BENCH_DDS(dds_verify_drafts(s, &a, nullptr));
-  if (!g_cpu) BENCH_CHECK(cudaDeviceSynchronize());  // (a fault fails here, not as equal zeros)
+  settle();
   std::vector<unsigned char> out;
   take(out, acc, R);
   take(out, tok, (size_t)R * (n + 1));
@@ -219,7 +227,7 @@ std::vector<unsigned char> run_reveal(int rows, int R, int policy) {
   a.finished = fin;
   a.request_status = st;
   BENCH_DDS(dds_reveal(s, &a, nullptr));
-  if (!g_cpu) BENCH_CHECK(cudaDeviceSynchronize());  // (a fault fails here, not as equal zeros)
+  settle();
   std::vector<unsigned char> out;
   take(out, rev, rows);
   take(out, nrev, R);
@@ -276,12 +284,11 @@ std::vector<unsigned char> run_shard(int bf16, int V, int rows, int R, const std
     }
     for (int r = 0; r < R; ++r) {
       unsigned char* dst = gathered + plan.gathered_offset[q] + r * plan.record_bytes[q];
-      if (g_cpu) std::memcpy(dst, rec[r], (size_t)plan.record_bytes[q]);
-      else BENCH_CHECK(cudaMemcpy(dst, rec[r], (size_t)plan.record_bytes[q], cudaMemcpyDeviceToDevice));
+      copy(dst, rec[r], (size_t)plan.record_bytes[q], cudaMemcpyDeviceToDevice);
     }
   }
   BENCH_DDS(dds_sample_finish(s, &args[0], &shd[0], gathered, nullptr));
-  if (!g_cpu) BENCH_CHECK(cudaDeviceSynchronize());  // (a fault fails here, not as equal zeros)
+  settle();
   std::vector<unsigned char> out;
   take(out, tok, rows);
   take(out, amax, rows);
