@@ -19,6 +19,11 @@
 #               every output compared byte for byte (a build older than a feature differs on its
 #               shapes by design: reveal policy 4, ENTROPY_BOUND, is newer than fb7a1da)
 #   bench       dds_bench of OLD and NEW, alternating (OLD NEW, then NEW OLD with REPEATS=2, ...),
+#               one section per process (--only sample, every run of both sides, then --only
+#               stash), so that no row is timed right after the other section's rows in one
+#               process (stash n5 all bf16 32000 x 4096 on an H100: 136-139 us for fb7a1da and
+#               for the library after it as a section alone, 138.2 / 150.3 us after the sampling
+#               rows); BENCH_ARGS with --only runs that section alone,
 #               merged by scripts/gpu/bench-ab.py into OUT_DIR/bench-ab.md: per row the median
 #               time of each side and NEW / OLD, rows more than AB_TOLERANCE (default 0.03)
 #               slower marked, and "every run" beside those where every NEW run was slower than
@@ -154,17 +159,22 @@ compare() {
   return $rc
 }
 bench_ab() {
-  local i order=() rc=0
+  local i order=() rc=0 sec sections=(sample stash) only=()
+  case " ${BENCH_ARGS:-} " in *" --only "*) sections=(all) ;; esac
   for ((i = 0; i < ${REPEATS:-1}; ++i)); do
     if ((i % 2 == 0)); then order+=(old new); else order+=(new old); fi
   done
-  i=0
-  for s in "${order[@]}"; do
-    if [ "$s" = old ]; then b=$OLD flags=${OLD_FLAGS:-}; else b=$NEW flags=${NEW_FLAGS:-}; fi
-    echo "--- dds_bench $s (run $i)"
-    LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      "$(dds_gpu_bin "$b" dds_bench)" ${BENCH_ARGS:-} $flags >"$DDS_GPU_OUT/bench-$s-$i.txt" 2>&1 || rc=1
-    i=$((i + 1))
+  for sec in "${sections[@]}"; do
+    [ "$sec" = all ] && only=() || only=(--only "$sec")
+    i=0
+    for s in "${order[@]}"; do
+      if [ "$s" = old ]; then b=$OLD flags=${OLD_FLAGS:-}; else b=$NEW flags=${NEW_FLAGS:-}; fi
+      echo "--- dds_bench ${only[*]} $s (run $i)"
+      LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$(dds_gpu_bin "$b" dds_bench)" ${BENCH_ARGS:-} "${only[@]}" $flags \
+        >"$DDS_GPU_OUT/bench-$s-$i-$sec.txt" 2>&1 || rc=1
+      i=$((i + 1))
+    done
   done
   python3 "$DDS_ROOT/scripts/gpu/bench-ab.py" --tolerance "${AB_TOLERANCE:-0.03}" \
     --old "$DDS_GPU_OUT"/bench-old-*.txt --new "$DDS_GPU_OUT"/bench-new-*.txt \

@@ -45,7 +45,9 @@ def main():
     old, order, head_old = read(a.old)
     new, order_new, head_new = read(a.new)
     order += [k for k in order_new if k not in old]
-    print(f"OLD: {head_old} ({len(a.old)} runs)  \nNEW: {head_new} ({len(a.new)} runs)\n")
+    runs_old = max((len(v) for v in old.values()), default=0)
+    runs_new = max((len(v) for v in new.values()), default=0)
+    print(f"OLD: {head_old} ({runs_old} runs)  \nNEW: {head_new} ({runs_new} runs)\n")
     print("| scenario | dtype | V | rows | OLD us | NEW us | NEW / OLD | | |")
     print("|---|---|---:|---:|---:|---:|---:|---|---|")
     slower, apart, missing, logs = 0, 0, 0, []
