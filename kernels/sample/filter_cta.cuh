@@ -280,15 +280,6 @@ __device__ __forceinline__ void team_argmax(const FilterTeam& t, double& bv, int
   __syncthreads();
 }
 
-// The request of a fallback row. Device row_offsets that are not monotone can map a row outside
-// its request's range: such a row is never guided, so no uncond row outside [0, uncond_num_rows)
-// is ever read.
-template <bool MASK = true>
-__device__ __forceinline__ Req filter_req(const SampleParams& P, int row) {
-  Req q = row_req<MASK>(P, row);
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
-  return q;
-}
 // The row's l values, read from the logits (RowSrc without the shared-memory row).
 template <int DT>
 __device__ __forceinline__ RowSrc<DT> filter_src(const SampleParams& P, const Req& q, int row) {
@@ -356,7 +347,7 @@ template <int DT, bool MASK, bool SPLIT>
 __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char* smem_raw, int row) {
   FilterSmem& sm = *reinterpret_cast<FilterSmem*>(smem_raw);
   float* srow = P.smem_row ? reinterpret_cast<float*>(smem_raw + sizeof(FilterSmem)) : nullptr;
-  Req q = filter_req<MASK>(P, row);
+  Req q = row_req<MASK>(P, row);
   if (!is_filtered(q, P.V)) return;
   constexpr int VEC = Elt<DT>::VEC;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;

@@ -363,9 +363,6 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
     wi = (int)(gw - (long long)row * wpr);
   }
   Req q = row_req<MASK>(P, row);
-  // Device row_offsets that are not monotone can map a row outside its request's range: such a
-  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   // Unfiltered rows belong to plain_pass_kernel / plain_finish_*_kernel.
   if (!is_filtered(q, P.V)) return;
   // Per warp: its block's values while writing the list (each lane reads back only its own).
@@ -519,7 +516,6 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) cand_finish_kernel(const __
   const int row = blockIdx.x * (int)(blockDim.x >> 5) + wid;  // (blockDim.x <= kRowWarps * 32)
   if (row >= P.num_rows) return;
   Req q = row_req(P, row);
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!is_filtered(q, P.V)) return;
   finish_filtered<DT>(P, q, row, lane, &s_bins[wid][0],
                       reinterpret_cast<unsigned long long*>(&s_bins[wid][kWBins]));

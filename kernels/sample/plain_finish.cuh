@@ -270,7 +270,6 @@ __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __gr
   __shared__ PlainSmem sm;
   const int row = blockIdx.x;
   Req q = row_req(P, row);
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;
   plain_finish_row<DT>(CtaTeam{(int)(threadIdx.x & 31), &sm.team}, &sm, P, q, row);
 }
@@ -288,7 +287,6 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) plain_finish_warp_kernel(co
   if (row_ll >= P.num_rows) return;
   const int row = (int)row_ll;
   Req q = row_req(P, row);
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;
   finish_plain_warp<DT>(P, q, row, lane);
 }

@@ -84,9 +84,6 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
     wi = (int)(gw - (long long)row * wpr);
   }
   Req q = row_req<MASK>(P, row);
-  // Device row_offsets that are not monotone can map a row outside its request's range: such a
-  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;
   const int b0 = wi * P.bpw, b1 = min(b0 + P.bpw, P.nblocks);
   // Unguided 16-byte-aligned rows: the next block's first PFN loads are in flight while this

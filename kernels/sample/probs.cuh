@@ -17,9 +17,6 @@ __global__ void __launch_bounds__(256) probs_kernel(const __grid_constant__ Samp
   const int chunk = (int)(bid - (long long)row * chunks);
   if (row >= P.num_rows) return;
   Req q = row_req(P, row);
-  // Device row_offsets that are not monotone can map a row outside its request's range: such a
-  // row is never guided, so no uncond row outside [0, uncond_num_rows) is ever read.
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   const RowInfo ri = P.rowinfo[row];
   using T = typename Elt<DT>::T;
   const int i = row - q.row_begin;

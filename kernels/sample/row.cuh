@@ -95,12 +95,15 @@ __device__ __forceinline__ Req load_req(const SampleParams& P, int r) {
   return q;
 }
 
-// Every row kernel's preamble: the request of `row` and its sanitised parameters. MASK = false
-// (the instantiation for launches without allowed-token masks): the mask is a null constant, so
-// the kernel compiles without the mask's branches.
+// Every row kernel's preamble: the request of `row` and its sanitised parameters. Device
+// row_offsets that are not monotone can map a row outside its request's range: such a row is never
+// guided, so no uncond row outside [0, uncond_num_rows) is ever read. MASK = false (the
+// instantiation for launches without allowed-token masks): the mask is a null constant, so the
+// kernel compiles without the mask's branches.
 template <bool MASK = true>
 __device__ __forceinline__ Req row_req(const SampleParams& P, int row) {
   Req q = load_req(P, find_request(P, row));
+  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!MASK) q.mask = nullptr;
   return q;
 }

@@ -187,7 +187,6 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
   if (row_ll >= P.num_rows) return;
   const int row = (int)row_ll;
   Req q = row_req<MASK>(P, row);
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
   const bool need_a = !q.greedy;
@@ -311,7 +310,6 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   if (row_ll >= P.num_rows) return;  // (CTA: the whole CTA)
   const int row = (int)row_ll;
   Req q = row_req<MASK>(P, row);
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const int V = P.V;
   const float invT = q.invT;

@@ -56,7 +56,7 @@ __device__ __forceinline__ bool split_filter_cta(const SampleParams& P, int& row
   if (idx >= n) return false;
   row = __ldcg(P.fb_rows + idx);
   if (row < 0 || row >= P.num_rows) return false;  // never for a list of this call
-  q = filter_req(P, row);
+  q = row_req(P, row);
   return split_filter_ok(P, q);
 }
 

@@ -49,7 +49,6 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
   if (row >= P.num_rows) return;
   Req q = row_req(P, row);
-  if (row < q.row_begin || row >= q.row_end) q.guided = false;
   if (!is_filtered(q, P.V)) return;  // (the whole CTA: every CTA of the row)
   const int nb = P.nblocks;
   const int L = P.cand_cap;
