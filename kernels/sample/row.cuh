@@ -108,8 +108,12 @@ __device__ __forceinline__ Req row_req(const SampleParams& P, int row) {
   return q;
 }
 
+// Every field is tested (bitwise, no short cut), so that each of the request's loads is consumed
+// here: a load left pending (min-p on a top-p row) shares its scoreboard with the row pass's first
+// data loads, and the third of the eight waited for the first two to land (sm_90 SASS).
 __device__ __forceinline__ bool is_filtered(const Req& q, int V) {
-  return !q.greedy && ((q.k > 0 && q.k < V) || q.p < 1.f || q.minp > 0.f);
+  const bool k = (q.k > 0) & (q.k < V);
+  return !q.greedy & (k | (q.p < 1.f) | (q.minp > 0.f));
 }
 
 // The columns of request q's rows that make_l sets to -inf (kernels/common/row.h Ban): the
