@@ -11,7 +11,8 @@
 # Steps (STEPS="cmp-sample bench" runs those only; each writes OUT_DIR/<step>.log):
 #   cmp-sample  dds_profile_sample of OLD and of NEW on every shape of SAMPLE_SHAPES, the outputs of
 #               the last call (tokens, argmax, log-prob, confidence, margin, entropy) compared
-#               byte for byte; one line per shape: "same", "DIFFER" or "FAILED"
+#               byte for byte; one line per shape: "same", "DIFFER" (with the number of rows that
+#               differ in each output) or "FAILED"
 #   cmp-stash   the same with dds_profile_stash (ids, log-probs, ranks) on STASH_SHAPES
 #   cmp-ops     dds_verify_drafts, dds_reveal and the shard kernels (partial + finish, every rank on
 #               one GPU) on OPS_SHAPES: NEW's dds_profile_ops run once with OLD's libdds and once
@@ -123,6 +124,14 @@ compare_ops() {
     n=$((n + 1))
     if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
     elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s"
+    elif [ "$prog" = dds_profile_sample ]; then
+      echo "DIFFER  $s ($(python3 - "$DDS_GPU_OUT"/.dump-old.bin "$DDS_GPU_OUT"/.dump-new.bin "$a3" <<'PY'
+import sys
+a, b, n = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read(), int(sys.argv[3])
+names = ('tokens', 'argmax', 'logprob', 'confidence', 'margin', 'entropy')
+print(', '.join(f'{k} {sum(a[4*j:4*j+4] != b[4*j:4*j+4] for j in range(i*n, (i+1)*n))}' for i, k in enumerate(names)))
+PY
+) rows differ)"; rc=1
     else echo "DIFFER  $s"; rc=1; fi
   done
   rm -f "$DDS_GPU_OUT"/.dump-*.bin
@@ -152,6 +161,14 @@ compare() {
     done
     if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
     elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s"
+    elif [ "$prog" = dds_profile_sample ]; then
+      echo "DIFFER  $s ($(python3 - "$DDS_GPU_OUT"/.dump-old.bin "$DDS_GPU_OUT"/.dump-new.bin "$a3" <<'PY'
+import sys
+a, b, n = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read(), int(sys.argv[3])
+names = ('tokens', 'argmax', 'logprob', 'confidence', 'margin', 'entropy')
+print(', '.join(f'{k} {sum(a[4*j:4*j+4] != b[4*j:4*j+4] for j in range(i*n, (i+1)*n))}' for i, k in enumerate(names)))
+PY
+) rows differ)"; rc=1
     else echo "DIFFER  $s"; rc=1; fi
   done
   rm -f "$DDS_GPU_OUT"/.dump-*.bin

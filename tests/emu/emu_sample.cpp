@@ -48,7 +48,8 @@ float g_tscale = 1.f;
 // everywhere, a boundary digit too wide for the list; 12: sigma 4; 6: top-k with top-p).
 int g_wide = 0;
 static const int kWideCases[8] = {20, 21, 22, 23, 24, 4, 12, 6};
-int case_of(int r) { return g_wide ? kWideCases[r % 8] : r % 22; }  // a row's case of make()
+int g_case = -1;  // mode item case=N: every row of case N
+int case_of(int r) { return g_case >= 0 ? g_case : g_wide ? kWideCases[r % 8] : r % 22; }  // a row's case of make()
 Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   std::mt19937_64 rng(seed);
   Prob pb; pb.V = V; pb.rows = rows; pb.dtype = dtype; pb.stats = stats;
@@ -168,6 +169,7 @@ void parse_mode(const char* s) {
     else if (item.rfind("hostile=", 0) == 0) g_hostile = atoi(item.c_str() + 8);
     else if (item.rfind("mask=", 0) == 0) g_mask = atoi(item.c_str() + 5);
     else if (item.rfind("wide=", 0) == 0) g_wide = atoi(item.c_str() + 5);
+    else if (item.rfind("case=", 0) == 0) g_case = atoi(item.c_str() + 5);
     else if (item.rfind("sfrows=", 0) == 0) g_sf_min = atoi(item.c_str() + 7);
     else plan += (plan.empty() ? "" : ",") + item;
     p = e ? e + 1 : p + strlen(p);
