@@ -124,19 +124,21 @@ compare_ops() {
     n=$((n + 1))
     if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
     elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s"
-    elif [ "$prog" = dds_profile_sample ]; then
-      echo "DIFFER  $s ($(python3 - "$DDS_GPU_OUT"/.dump-old.bin "$DDS_GPU_OUT"/.dump-new.bin "$a3" <<'PY'
-import sys
-a, b, n = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read(), int(sys.argv[3])
-names = ('tokens', 'argmax', 'logprob', 'confidence', 'margin', 'entropy')
-print(', '.join(f'{k} {sum(a[4*j:4*j+4] != b[4*j:4*j+4] for j in range(i*n, (i+1)*n))}' for i, k in enumerate(names)))
-PY
-) rows differ)"; rc=1
     else echo "DIFFER  $s"; rc=1; fi
   done
   rm -f "$DDS_GPU_OUT"/.dump-*.bin
   echo "dds_profile_ops: $n shapes"
   return $rc
+}
+
+# sample_diff OLD NEW ROWS: how many rows differ in each output of two dds_profile_sample dumps.
+sample_diff() {
+  python3 - "$@" <<'PY'
+import sys
+a, b, n = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read(), int(sys.argv[3])
+names = ('tokens', 'argmax', 'logprob', 'confidence', 'margin', 'entropy')
+print(', '.join(f'{k} {sum(a[4*j:4*j+4] != b[4*j:4*j+4] for j in range(i*n, (i+1)*n))}' for i, k in enumerate(names)))
+PY
 }
 
 # compare PROGRAM SHAPES: both sides' dumps of each shape compared; 1 if any differs or fails.
@@ -162,13 +164,7 @@ compare() {
     if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
     elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s"
     elif [ "$prog" = dds_profile_sample ]; then
-      echo "DIFFER  $s ($(python3 - "$DDS_GPU_OUT"/.dump-old.bin "$DDS_GPU_OUT"/.dump-new.bin "$a3" <<'PY'
-import sys
-a, b, n = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read(), int(sys.argv[3])
-names = ('tokens', 'argmax', 'logprob', 'confidence', 'margin', 'entropy')
-print(', '.join(f'{k} {sum(a[4*j:4*j+4] != b[4*j:4*j+4] for j in range(i*n, (i+1)*n))}' for i, k in enumerate(names)))
-PY
-) rows differ)"; rc=1
+      echo "DIFFER  $s ($(sample_diff "$DDS_GPU_OUT"/.dump-old.bin "$DDS_GPU_OUT"/.dump-new.bin "$a3") rows differ)"; rc=1
     else echo "DIFFER  $s"; rc=1; fi
   done
   rm -f "$DDS_GPU_OUT"/.dump-*.bin
@@ -199,7 +195,7 @@ bench_ab() {
   cat "$DDS_GPU_OUT/bench-ab.md"
   return $rc
 }
-export -f compare compare_ops bench_ab dds_gpu_bin
+export -f compare compare_ops sample_diff bench_ab dds_gpu_bin
 TAIL_LINES=${TAIL_LINES:-12}
 dds_gpu_step cmp-sample 3600 "compare dds_profile_sample '${SAMPLE_SHAPES:-$(grid_sample)}'"
 dds_gpu_step cmp-stash 1200 "compare dds_profile_stash '${STASH_SHAPES:-$(grid_stash)}'"
