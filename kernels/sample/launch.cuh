@@ -92,9 +92,12 @@ inline size_t filter_smem_bytes(int V, bool smem_row) {
 template <int DT>
 cudaError_t prepare_filter_kernel(int bytes) {
   cudaError_t e = cudaSuccess;
-  for (auto* k : {filter_kernel<DT, false, false>, filter_kernel<DT, true, false>, filter_kernel<DT, false, true>,
-                  filter_kernel<DT, true, true>})
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  for (int i = 0; i < 4; ++i)  // every (MASK, SPLIT) instantiation the launch below may choose
+    with_flags(i & 1, i & 2, [&](auto m, auto split) {
+      if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(filter_kernel<DT, m, split>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 bytes);
+    });
   return e;
 }
 
