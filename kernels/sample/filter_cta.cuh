@@ -23,7 +23,7 @@ struct FilterSmem {
   uint32_t cnt[kHistBins];
   uint32_t mlo[kHistBins];  // bin masses (radix_select, mode 1): low and high 32-bit words
   uint32_t mhi[kHistBins];
-  unsigned long long red64[96];  // 64-bit reduction scratch (three 32-warp arrays)
+  unsigned long long red64[128];  // 64-bit reduction scratch (four 32-warp arrays)
   double redd[32];
   int redi[32];
   float redf[32];
@@ -680,6 +680,8 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   const int nchunks = (V + kChunk - 1) / kChunk;
   double Z = 0, E = 0, Zl = 0, El = 0;
   int nk = 0;
+  unsigned long long zf = 0;  // cand_sums: this thread's kept sums in fixed point
+  long long ef = 0;
   const bool cand_sums = cand && !P.stats_guided;
   if (cand_sums) {
     // Sums over the kept set from the candidate list, in 64-bit fixed point (order-independent),
@@ -688,8 +690,8 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       for (int b = tid; b < nb; b += blockDim.x) bsum[b] = 0ull;
       __syncthreads();
     }
-    unsigned long long zf = pre_zf;
-    long long ef = pre_ef;
+    zf = pre_zf;
+    ef = pre_ef;
     nk = pre_nk;
     for (int j = tid; j < csrc.n; j += blockDim.x) {
       const int c = csrc.id[j];
@@ -700,11 +702,6 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       zf += ux;
       ++nk;
     }
-    // integers: the same sums whichever threads (or CTAs) added the terms
-    zf = cta_sum_u64(zf, sm.red64);
-    ef = (long long)cta_sum_u64((unsigned long long)ef, sm.red64);
-    Z = (double)zf / kFix;  // (every thread: the totals)
-    E = (double)ef / kFix;
   } else {
     src.for_each_group(nchunks * kChunk, [&](int base, const float (&lv)[VEC]) {
       float s = 0.f, en = 0.f, sl = 0.f, el = 0.f;
@@ -738,28 +735,38 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       }
     });
   }
+  // The CTA's totals: the fixed-point sums as integers (the same whichever threads, or CTAs, added
+  // the terms), the float64 ones in a fixed order; one shared-memory round for all of them.
   nk = warp_sumi(nk);
-  if (!cand_sums) {
+  if (cand_sums) {
+    zf = warp_sum_of(zf);
+    ef = (long long)warp_sum_of((unsigned long long)ef);
+  } else {
     Z = warp_sumd(Z);
     E = warp_sumd(E);
   }
   Zl = warp_sumd(Zl);
   El = warp_sumd(El);
   if (lane == 0) {
-    sm.redd[warp] = Z;
-    sm.red64[warp] = (unsigned long long)__double_as_longlong(E);
-    sm.red64[32 + warp] = (unsigned long long)__double_as_longlong(Zl);
-    sm.red64[64 + warp] = (unsigned long long)__double_as_longlong(El);
+    sm.red64[warp] = cand_sums ? zf : (unsigned long long)__double_as_longlong(Z);
+    sm.red64[32 + warp] = cand_sums ? (unsigned long long)ef : (unsigned long long)__double_as_longlong(E);
+    sm.red64[64 + warp] = (unsigned long long)__double_as_longlong(Zl);
+    sm.red64[96 + warp] = (unsigned long long)__double_as_longlong(El);
     sm.cnt[warp] = (uint32_t)nk;
   }
   __syncthreads();
   if (warp == 0) {
-    double z = sm.redd[lane], e = __longlong_as_double((long long)sm.red64[lane]);
-    double zl = __longlong_as_double((long long)sm.red64[32 + lane]);
-    double elv = __longlong_as_double((long long)sm.red64[64 + lane]);
+    double z, e;
+    if (cand_sums) {
+      z = (double)warp_sum_of(sm.red64[lane]) / kFix;
+      e = (double)(long long)warp_sum_of(sm.red64[32 + lane]) / kFix;
+    } else {
+      z = warp_sumd(__longlong_as_double((long long)sm.red64[lane]));
+      e = warp_sumd(__longlong_as_double((long long)sm.red64[32 + lane]));
+    }
+    double zl = __longlong_as_double((long long)sm.red64[64 + lane]);
+    double elv = __longlong_as_double((long long)sm.red64[96 + lane]);
     int n = (int)sm.cnt[lane];
-    z = warp_sumd(z);
-    e = warp_sumd(e);
     zl = warp_sumd(zl);
     elv = warp_sumd(elv);
     n = warp_sumi(n);
@@ -772,10 +779,8 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     }
   }
   __syncthreads();
-  if (!cand_sums) {
-    Z = sm.resd[0];
-    E = sm.resd[1];
-  }
+  Z = sm.resd[0];
+  E = sm.resd[1];
   Zl = sm.resd[2];
   El = sm.resd[3];
   const int nkept = sm.resn;
@@ -800,10 +805,10 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   const int wb = cta_argmax(sm, best, bbest);
   // Token within the block (team_token): thread tid walks column wb * 1024 + tid.
   const int c = wb * kB + tid;
-  float lt_unused;
+  float lt_sel;  // the token's l, handed over by its thread
   const int token_sel = team_token(FilterTeam{&sm}, q, pos, [&](auto f, auto) {
     if (wb != INT_MAX && c < V && tid < kB) f(c, src.l(c));
-  }, in_k, [&](float l) { return row::temper(l, invT); }, &lt_unused);
+  }, in_k, [&](float l) { return row::temper(l, invT); }, &lt_sel);
   if (tid == 0) {
     const int token = (token_sel == INT_MAX) ? amax : token_sel;
     RowInfo ri;
@@ -813,7 +818,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     ri.kthr = kthr;
     ri.cid = cid;
     ri.amin = amin;
-    const float lt = src.l(token);
+    const float lt = (token_sel == INT_MAX) ? src.l(token) : lt_sel;
     RowStats st;
     if (P.stats_guided) {
       st = row_stats(ri, 0, 0, Ml, log(Zl), Zl, El, lt, second_l != neg_inf(), second_l);
