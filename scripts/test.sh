@@ -10,7 +10,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "${DDS_ROOT}"
 
-STAGE_TIMEOUT="${DDS_STAGE_TIMEOUT:-1200}" # seconds per stage (the longest stage takes ~320 s on 2 cores)
+STAGE_TIMEOUT="${DDS_STAGE_TIMEOUT:-1200}" # seconds per stage (the longest, the C build with nvcc present, takes ~460 s on 2 cores)
 t_start=$SECONDS
 stage_names=()
 stage_results=()
