@@ -747,11 +747,14 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   }
   Zl = warp_sumd(Zl);
   El = warp_sumd(El);
+  // (the float64 sums pass through red64 as their bits)
+  auto bits = [](double x) { return (unsigned long long)__double_as_longlong(x); };
+  auto dbl = [](unsigned long long u) { return __longlong_as_double((long long)u); };
   if (lane == 0) {
-    sm.red64[warp] = cand_sums ? zf : (unsigned long long)__double_as_longlong(Z);
-    sm.red64[32 + warp] = cand_sums ? (unsigned long long)ef : (unsigned long long)__double_as_longlong(E);
-    sm.red64[64 + warp] = (unsigned long long)__double_as_longlong(Zl);
-    sm.red64[96 + warp] = (unsigned long long)__double_as_longlong(El);
+    sm.red64[warp] = cand_sums ? zf : bits(Z);
+    sm.red64[32 + warp] = cand_sums ? (unsigned long long)ef : bits(E);
+    sm.red64[64 + warp] = bits(Zl);
+    sm.red64[96 + warp] = bits(El);
     sm.cnt[warp] = (uint32_t)nk;
   }
   __syncthreads();
@@ -761,11 +764,11 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       z = (double)warp_sum_of(sm.red64[lane]) / kFix;
       e = (double)(long long)warp_sum_of(sm.red64[32 + lane]) / kFix;
     } else {
-      z = warp_sumd(__longlong_as_double((long long)sm.red64[lane]));
-      e = warp_sumd(__longlong_as_double((long long)sm.red64[32 + lane]));
+      z = warp_sumd(dbl(sm.red64[lane]));
+      e = warp_sumd(dbl(sm.red64[32 + lane]));
     }
-    double zl = __longlong_as_double((long long)sm.red64[64 + lane]);
-    double elv = __longlong_as_double((long long)sm.red64[96 + lane]);
+    double zl = dbl(sm.red64[64 + lane]);
+    double elv = dbl(sm.red64[96 + lane]);
     int n = (int)sm.cnt[lane];
     zl = warp_sumd(zl);
     elv = warp_sumd(elv);

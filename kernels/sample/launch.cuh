@@ -95,8 +95,8 @@ cudaError_t prepare_filter_kernel(int bytes) {
   for (int i = 0; i < 4; ++i)  // every (MASK, SPLIT) instantiation the launch below may choose
     with_flags(i & 1, i & 2, [&](auto m, auto split) {
       if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(filter_kernel<DT, m, split>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 bytes);
+        e = cudaFuncSetAttribute(filter_kernel<DT, m, split>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     });
   return e;
 }
