@@ -5,7 +5,8 @@
 #   2. a ThreadSanitizer build in build-tsan/ running the concurrency test (test_rel_threads);
 #   3. the libFuzzer targets (tests/fuzz/, clang -fsanitize=fuzzer,address,undefined) in
 #      build-fuzz/: the checked-in corpus replayed, then each target fuzzed for
-#      $DDS_FUZZ_SECONDS (default 60) from that corpus (scripts/fuzz.sh).
+#      $DDS_FUZZ_SECONDS (default 60) from that corpus, as many at once as there are cores
+#      (scripts/fuzz.sh).
 # Any sanitizer report, test failure or fuzz finding fails the step (non-zero exit).
 # Installs clang and libFuzzer (Debian: clang, libclang-rt-<N>-dev) when missing, as root.
 #
