@@ -14,34 +14,15 @@
 #include "rng.h"  // DDS_HD
 #include "status.h"
 
-#if !defined(__CUDACC__)
 #include <cmath>
-#endif
 
 namespace dds {
 namespace rule {
 
-DDS_HD bool is_nan(float x) {
-#if defined(__CUDA_ARCH__)
-  return isnan(x);
-#else
-  return std::isnan(x);
-#endif
-}
-DDS_HD bool is_inf(float x) {
-#if defined(__CUDA_ARCH__)
-  return isinf(x);
-#else
-  return std::isinf(x);
-#endif
-}
-DDS_HD bool is_finite(float x) {
-#if defined(__CUDA_ARCH__)
-  return isfinite(x);
-#else
-  return std::isfinite(x);
-#endif
-}
+// (std::isnan / isinf / isfinite: the standard library's on the host, CUDA's in device code)
+DDS_HD bool is_nan(float x) { return std::isnan(x); }
+DDS_HD bool is_inf(float x) { return std::isinf(x); }
+DDS_HD bool is_finite(float x) { return std::isfinite(x); }
 
 // A temperature that is NaN, negative or infinite is replaced by 1 and flagged.
 DDS_HD bool temperature_bad(float T) { return is_nan(T) || T < 0.f || is_inf(T); }

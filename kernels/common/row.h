@@ -76,10 +76,12 @@ struct Elt<kDtypeF32> {
   static constexpr int VEC = 4;  // elements per 16-byte load
   static DDS_HD float cvt(float x) { return x; }
 };
-template <>
-struct Elt<kDtypeBF16> {
+struct Elt16 {  // the 16-bit formats: raw bits, 8 to a 16-byte load
   using T = uint16_t;
   static constexpr int VEC = 8;
+};
+template <>
+struct Elt<kDtypeBF16> : Elt16 {
   static DDS_HD float cvt(uint16_t h) {
 #if defined(__CUDA_ARCH__)
     return __uint_as_float((uint32_t)h << 16);
@@ -89,9 +91,7 @@ struct Elt<kDtypeBF16> {
   }
 };
 template <>
-struct Elt<kDtypeF16> {
-  using T = uint16_t;
-  static constexpr int VEC = 8;
+struct Elt<kDtypeF16> : Elt16 {
   static DDS_HD float cvt(uint16_t h) {
 #if defined(__CUDA_ARCH__)
     return __half2float(__ushort_as_half(h));

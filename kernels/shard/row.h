@@ -23,20 +23,9 @@ DDS_HD double neg_inf_d() {
   memcpy(&d, &b, 8);
   return d;
 }
-DDS_HD double dexp(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::exp(x);
-#else
-  return std::exp(x);
-#endif
-}
-DDS_HD double dlog(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::log(x);
-#else
-  return std::log(x);
-#endif
-}
+// (::exp and ::log: libm's on the host, CUDA's in device code)
+DDS_HD double dexp(double x) { return ::exp(x); }
+DDS_HD double dlog(double x) { return ::log(x); }
 // Order-preserving key of a (larger a -> larger key); -0 and +0 share the key of +0.
 DDS_HD uint32_t order_key(float a) {
   if (a == 0.f) a = 0.f;

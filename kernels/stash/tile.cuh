@@ -157,25 +157,17 @@ struct Tile16 {
     if constexpr (std::is_same<T16, __nv_bfloat16>::value) return bf16_to_f32(h);
     else return __half2float(__ushort_as_half(h));
   }
+  // packed max (NaN ignored unless both are NaN), then the two halves
   __device__ __forceinline__ float lane_max() const {
-    if constexpr (std::is_same<T16, __nv_bfloat16>::value) {
-      // packed max (NaN ignored unless both are NaN), then the two halves
-      __nv_bfloat162 m = *reinterpret_cast<const __nv_bfloat162*>(&w[0].x);
+    using T162 = typename std::conditional<std::is_same<T16, __nv_bfloat16>::value, __nv_bfloat162,
+                                           __half2>::type;
+    T162 m = *reinterpret_cast<const T162*>(&w[0].x);
 #pragma unroll
-      for (int k = 1; k < 16; ++k) {
-        const uint32_t x = word(k);
-        m = __hmax2(m, *reinterpret_cast<const __nv_bfloat162*>(&x));
-      }
-      return fmaxf(fmaxf(__low2float(m), __high2float(m)), -kInf);
-    } else {
-      __half2 m = *reinterpret_cast<const __half2*>(&w[0].x);
-#pragma unroll
-      for (int k = 1; k < 16; ++k) {
-        const uint32_t x = word(k);
-        m = __hmax2(m, *reinterpret_cast<const __half2*>(&x));
-      }
-      return fmaxf(fmaxf(__low2float(m), __high2float(m)), -kInf);
+    for (int k = 1; k < 16; ++k) {
+      const uint32_t x = word(k);
+      m = __hmax2(m, *reinterpret_cast<const T162*>(&x));
     }
+    return fmaxf(fmaxf(__low2float(m), __high2float(m)), -kInf);
   }
 };
 template <>
