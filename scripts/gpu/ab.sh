@@ -12,7 +12,7 @@
 #   cmp-sample  dds_profile_sample of OLD and of NEW on every shape of SAMPLE_SHAPES, the outputs of
 #               the last call (tokens, argmax, log-prob, confidence, margin, entropy) compared
 #               byte for byte; one line per shape: "same", "DIFFER" (with the number of rows that
-#               differ in each output) or "FAILED"
+#               differ in each output) or "FAILED", then each side's median time over CMP_CALLS
 #   cmp-stash   the same with dds_profile_stash (ids, log-probs, ranks) on STASH_SHAPES
 #   cmp-ops     dds_verify_drafts, dds_reveal and the shard kernels (partial + finish, every rank on
 #               one GPU) on OPS_SHAPES: NEW's dds_profile_ops run once with OLD's libdds and once
@@ -44,6 +44,7 @@
 #   OPS_SHAPES     ';'-separated dds_profile_ops arguments ("verify dtype V requests drafts
 #                  scenario", "reveal rows requests policy", "shard dtype V rows ranks
 #                  scenario"); default: grid_ops below
+#   CMP_CALLS      calls per cmp-sample run (default 2; e.g. 30 for the median times of a plan A/B)
 #   BENCH_ARGS     dds_bench arguments (e.g. "--only sample", "--quick"); REPEATS (default 1)
 #   OLD_FLAGS, NEW_FLAGS  extra arguments appended to every program of that side, for builds
 #                  whose programs take them: dds_profile_sample's --plan SPEC (launch plan
@@ -142,29 +143,33 @@ PY
 }
 
 # compare PROGRAM SHAPES: both sides' dumps of each shape compared; 1 if any differs or fails.
-# Each program runs 2 calls (the dump holds the second, step 1). The dump file is named both ways
+# Each program runs 2 calls (dds_profile_sample CMP_CALLS; the dump holds the last); the line of a
+# dds_profile_sample shape ends with each side's median time. The dump file is named both ways
 # (a trailing --dump FILE, and DDS_PROFILE_DUMP for older builds' programs); every positional
 # argument is given, so the trailing pair is never read as one.
 compare() {
-  local prog=$1 rc=0 s side_dir flags ok
+  local prog=$1 rc=0 s side_dir flags ok out times calls=${CMP_CALLS:-2}
   local -a shapes
   IFS=';' read -ra shapes <<<"$2"
   for s in "${shapes[@]}"; do
     read -r a1 a2 a3 a4 a5 <<<"$s"
-    if [ "$prog" = dds_profile_sample ]; then args="$a1 $a2 $a3 $a4 2 ${a5:-1}"; else args="$s 2"; fi
-    ok=1
+    if [ "$prog" = dds_profile_sample ]; then args="$a1 $a2 $a3 $a4 $calls ${a5:-1}"; else args="$s 2"; fi
+    ok=1 times=""
     rm -f "$DDS_GPU_OUT"/.dump-*.bin
     for side_dir in old new; do
       if [ $side_dir = old ]; then b=$OLD flags=${OLD_FLAGS:-}; else b=$NEW flags=${NEW_FLAGS:-}; fi
       f="$DDS_GPU_OUT/.dump-$side_dir.bin"
-      LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" DDS_PROFILE_DUMP="$f" \
-        timeout 120 "$(dds_gpu_bin "$b" "$prog")" $args --dump "$f" $flags >/dev/null 2>&1 || ok=0
+      out=$(LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" DDS_PROFILE_DUMP="$f" \
+        timeout 120 "$(dds_gpu_bin "$b" "$prog")" $args --dump "$f" $flags 2>&1) || ok=0
       [ -s "$f" ] || ok=0
+      # dds_profile_sample's last line: "... median X us over N calls"
+      times+=" $side_dir $(printf '%s\n' "$out" | sed -n 's/.*median \([0-9.]*\) us.*/\1/p' | tail -1)"
     done
+    [ "$prog" = dds_profile_sample ] && times="  (median us:${times})" || times=""
     if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
-    elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s"
+    elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s$times"
     elif [ "$prog" = dds_profile_sample ]; then
-      echo "DIFFER  $s ($(sample_diff "$DDS_GPU_OUT"/.dump-old.bin "$DDS_GPU_OUT"/.dump-new.bin "$a3") rows differ)"; rc=1
+      echo "DIFFER  $s ($(sample_diff "$DDS_GPU_OUT"/.dump-old.bin "$DDS_GPU_OUT"/.dump-new.bin "$a3") rows differ)$times"; rc=1
     else echo "DIFFER  $s"; rc=1; fi
   done
   rm -f "$DDS_GPU_OUT"/.dump-*.bin
