@@ -184,8 +184,8 @@ DDS_HD bool uncond_rows(bool has_uncond, const int32_t* uncond_row_offsets, int3
   return is_guided;
 }
 
-// A request as the CPU backend and the shard code read it: its values after the rules and its
-// guidance decided (the sample and verify kernels keep their own, smaller records).
+// A request as the CPU backend, the shard code and verify read it: its values after the rules and
+// its guidance decided (the sample kernels keep their own, smaller record).
 struct Request {
   bool guided;
   int64_t uncond_first;  // its first unconditional row (0 when not guided)

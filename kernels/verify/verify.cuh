@@ -95,30 +95,18 @@ inline size_t workspace_bytes(int32_t vocab, int32_t max_rows, int32_t max_reque
 
 // Per-request parameters after the rules of kernels/common/request.h (as the CPU's
 // request_params, without guidance).
-struct Req {
+// A request's values after the rules (rule::request; verify has no unconditional rows) and its
+// draft count.
+struct Req : rule::Request {
   int32_t nr;
-  bool greedy;
-  float invT;
-  int32_t k;
-  float p;
-  float minp;
-  uint64_t seed;
-  uint32_t step;
-  int32_t status;
 };
 
 __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
+  int32_t status = 0;
+  const int32_t nr = offsets::draft_count(P.draft_counts ? P.draft_counts[r] : P.n, P.n, &status);
   Req q;
-  q.status = 0;
-  q.nr = offsets::draft_count(P.draft_counts ? P.draft_counts[r] : P.n, P.n, &q.status);
-  const rule::Sampling s = rule::sampling(P.vals, r, &q.status);
-  q.greedy = s.t.greedy;
-  q.invT = s.t.invT;
-  q.k = s.k;
-  q.p = s.p;
-  q.minp = s.min_p;
-  q.seed = s.seed;
-  q.step = s.step;
+  static_cast<rule::Request&>(q) = rule::request(P.vals, r, 0, 0, true, false, nullptr, 0, status);
+  q.nr = nr;
   return q;
 }
 
@@ -312,7 +300,7 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   float xmax = -INFINITY;
   // No filter: the normaliser in the same pass, as an online sum (per thread, rescaled when its
   // maximum rises; combined below), which saves a second read of the row.
-  const bool fused = !q.greedy && q.k <= 0 && !(q.p < 1.f) && !(q.minp > 0.f);
+  const bool fused = !q.greedy && q.k <= 0 && !(q.p < 1.f) && !(q.min_p > 0.f);
   double zt = 0;
   for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
     const float l = l_of(w, t);
@@ -418,14 +406,14 @@ __global__ void __launch_bounds__(kRowThreads) row_kernel(Params P) {
   }
   // Normaliser over the kept set.
   double z = 0;
-  const bool use_min_p = q.minp > 0.f;
+  const bool use_min_p = q.min_p > 0.f;
   for (int32_t t = threadIdx.x; t < V; t += blockDim.x) {
     const float l = l_of(w, t);
     if (!(l > -INFINITY)) continue;
     const float x = row::temper(l, q.invT);
     if (key_of(x, t, V) < bound) continue;
     const double e = exp((double)x - m);
-    if (use_min_p && !(e >= (double)q.minp)) continue;
+    if (use_min_p && !(e >= (double)q.min_p)) continue;
     z += e;
   }
   z = block_reduce<double>(z, sm.dred, [](double a, double b) { return a + b; });
@@ -464,8 +452,8 @@ __device__ Decision decide(const Params& P, int32_t r, const Req& q) {
     const int32_t tok = P.draft_tokens[(int64_t)r * P.n + i];
     double pv = 0.0, qv = 0.0;
     if (tok >= 0 && tok < P.V) {
-      pv = (double)prob_of(target_row<MASK>(P, r, i, q), target_info(P, r, i), q.minp, tok, P.V);
-      qv = (double)prob_of(draft_row<MASK>(P, r, i, q), draft_info(P, r, i), q.minp, tok, P.V);
+      pv = (double)prob_of(target_row<MASK>(P, r, i, q), target_info(P, r, i), q.min_p, tok, P.V);
+      qv = (double)prob_of(draft_row<MASK>(P, r, i, q), draft_info(P, r, i), q.min_p, tok, P.V);
     }
     const double u = bits_to_uniform(random_bits(q.seed, q.step, (uint32_t)i, 0u, kSaltVerify));
     if (u * qv < pv) {
@@ -506,10 +494,10 @@ __global__ void __launch_bounds__(kBlockWarps * 32) block_kernel(Params P) {
   double sr = 0, sp = 0;
   const int32_t lo = blk * kBlockSize, hi = min(P.V, lo + kBlockSize);
   for (int32_t t = lo + lane; t < hi; t += 32) {
-    const float pt = prob_of(tw, ti, q.minp, t, P.V);
+    const float pt = prob_of(tw, ti, q.min_p, t, P.V);
     sp += (double)pt;
     if (d.residual) {
-      const double rr = (double)pt - (double)prob_of(dw, di, q.minp, t, P.V);
+      const double rr = (double)pt - (double)prob_of(dw, di, q.min_p, t, P.V);
       if (rr > 0) sr += rr;
     }
   }
@@ -622,9 +610,9 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
   if (bi >= 0) {
     const int32_t lo = bi * kBlockSize, hi = min(P.V, lo + kBlockSize);
     const int32_t t = gumbel_pick(lo, hi, q, (uint32_t)i, kSaltVerifyToken, [&](int32_t c) {
-      const float pt = prob_of(tw, ti, q.minp, c, P.V);
+      const float pt = prob_of(tw, ti, q.min_p, c, P.V);
       double wgt = (double)pt;
-      if (use_resid) wgt = (double)pt - (double)prob_of(dw, di, q.minp, c, P.V);
+      if (use_resid) wgt = (double)pt - (double)prob_of(dw, di, q.min_p, c, P.V);
       return wgt;
     }, s_v, s_i);
     if (t >= 0) tok = t;
@@ -636,7 +624,7 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Params P) {
     float lp = -INFINITY;
     if (e <= d.acc) {
       o = e < d.acc ? P.draft_tokens[(int64_t)r * P.n + e] : tok;
-      const float pv = prob_of(target_row(P, r, e, q), target_info(P, r, e), q.minp, o, P.V);
+      const float pv = prob_of(target_row(P, r, e, q), target_info(P, r, e), q.min_p, o, P.V);
       lp = pv > 0.f ? (float)log((double)pv) : -INFINITY;
     }
     P.out_tokens[(int64_t)r * W + e] = o;
