@@ -21,10 +21,11 @@
 #   torch-nccl  tests/multigpu/torch_shard.py under torchrun (>= 2 GPUs)
 #
 # The sanitizers run each test case of a program separately (a whole program under racecheck
-# can take longer than its limit), SANITIZE_TIMEOUT seconds each (default 300). test_gpu_sample
-# runs only its "sanitizer" case (its parity sweeps are too large for the sanitizers' slowdown)
-# and test_gpu_verify skips its 1e5-trial sequential case; SANITIZE_CASES / SANITIZE_EXCLUDE
-# (doctest name filters) replace those choices for every program.
+# can take longer than its limit), SANITIZE_TIMEOUT seconds each (default 300), SANITIZE_JOBS
+# cases at once (default 4). test_gpu_sample runs only its "sanitizer" case (its parity sweeps
+# are too large for the sanitizers' slowdown) and test_gpu_verify skips its 1e5-trial sequential
+# case; SANITIZE_CASES / SANITIZE_EXCLUDE (doctest name filters) replace those choices for every
+# program.
 set -u -o pipefail
 . "$(dirname "$0")/lib.sh"
 [ $# -eq 2 ] || dds_gpu_die "usage: scripts/gpu/check.sh BUILD OUT_DIR"
@@ -67,26 +68,43 @@ san_cases() {
   "$1" --list-test-cases ${inc:+-tc="$inc"} ${exc:+-tce="$exc"} 2>/dev/null |
     sed -n '/^=\{5,\}$/,/^=\{5,\}$/p' | grep -v '^=\{5,\}$'
 }
+# sanitize TOOL: compute-sanitizer TOOL over every case san_cases lists, SANITIZE_JOBS cases at
+# once (default 4: the cases' host work, the CPU oracles among it, overlaps; the GPU is shared),
+# printed in program and case order when all have finished.
 sanitize() {
-  local tool=$1 rc=0 t c n=0
+  local tool=$1 rc=0 t c n i r
+  local dir="$DDS_GPU_OUT/.san-$tool"
+  rm -rf "$dir" && mkdir -p "$dir"
   for t in $(dds_gpu_tests "$B"); do
     while IFS= read -r c; do
-      [ -n "$c" ] || continue
-      n=$((n + 1))
-      # doctest filters: ',' separates names and is matched by '?' here.
-      timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 3 \
-        "$t" -tc="${c//,/?}" >"$DDS_GPU_OUT/.case.log" 2>&1
-      local r=$?
-      printf '%-5s %s : %s  %s\n' "rc=$r" "$(basename "$t")" "$c" \
-        "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$DDS_GPU_OUT/.case.log" | tr '\n' ' ')"
-      [ $r -eq 0 ] || { rc=1; grep -E 'Error|error|hazard|Race reported' "$DDS_GPU_OUT/.case.log" | sort | uniq -c | head -20; }
+      [ -n "$c" ] && printf '%s\t%s\n' "$t" "$c"
     done < <(san_cases "$t")
-  done
-  rm -f "$DDS_GPU_OUT/.case.log"
+  done >"$dir/cases"
+  n=$(wc -l <"$dir/cases")
   if [ "$n" -eq 0 ]; then
     echo "no test case of a test_gpu_* program in $B ran"
+    rm -rf "$dir"
     return 1
   fi
+  i=0
+  while IFS=$'\t' read -r t c; do
+    i=$((i + 1))
+    while [ "$(jobs -rp | wc -l)" -ge "${SANITIZE_JOBS:-4}" ]; do wait -n; done
+    # doctest filters: ',' separates names and is matched by '?' here.
+    (timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      "$t" -tc="${c//,/?}" </dev/null >"$dir/$i.log" 2>&1
+      echo $? >"$dir/$i.rc") &
+  done <"$dir/cases"
+  wait
+  i=0
+  while IFS=$'\t' read -r t c; do
+    i=$((i + 1))
+    r=$(cat "$dir/$i.rc" 2>/dev/null || echo missing)
+    printf '%-5s %s : %s  %s\n' "rc=$r" "$(basename "$t")" "$c" \
+      "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$dir/$i.log" | tr '\n' ' ')"
+    [ "$r" = 0 ] || { rc=1; grep -E 'Error|error|hazard|Race reported' "$dir/$i.log" | sort | uniq -c | head -20; }
+  done <"$dir/cases"
+  rm -rf "$dir"
   return $rc
 }
 nccl_env() {
