@@ -93,10 +93,8 @@ inline size_t workspace_bytes(int32_t vocab, int32_t max_rows, int32_t max_reque
   return a + (size_t)(max_requests > 0 ? max_requests : 1) * nb * sizeof(BlockSums);
 }
 
-// Per-request parameters after the rules of kernels/common/request.h (as the CPU's
-// request_params, without guidance).
-// A request's values after the rules (rule::request; verify has no unconditional rows) and its
-// draft count.
+// A request's values after the rules of kernels/common/request.h (rule::request, as the CPU's
+// request_params; verify has no unconditional rows) and its draft count.
 struct Req : rule::Request {
   int32_t nr;
 };
@@ -105,7 +103,9 @@ __device__ __forceinline__ Req request_of(const Params& P, int32_t r) {
   int32_t status = 0;
   const int32_t nr = offsets::draft_count(P.draft_counts ? P.draft_counts[r] : P.n, P.n, &status);
   Req q;
-  static_cast<rule::Request&>(q) = rule::request(P.vals, r, 0, 0, true, false, nullptr, 0, status);
+  static_cast<rule::Request&>(q) =
+      rule::request(P.vals, r, /*row_begin=*/0, /*rows=*/0, /*rows_ok=*/true, /*has_uncond=*/false,
+                    /*uncond_row_offsets=*/nullptr, /*uncond_num_rows=*/0, status);
   q.nr = nr;
   return q;
 }

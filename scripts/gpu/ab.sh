@@ -163,9 +163,10 @@ compare() {
         timeout 120 "$(dds_gpu_bin "$b" "$prog")" $args --dump "$f" $flags 2>&1) || ok=0
       [ -s "$f" ] || ok=0
       # dds_profile_sample's last line: "... median X us over N calls"
-      times+=" $side_dir $(printf '%s\n' "$out" | sed -n 's/.*median \([0-9.]*\) us.*/\1/p' | tail -1)"
+      [ "$prog" = dds_profile_sample ] &&
+        times+=" $side_dir $(printf '%s\n' "$out" | sed -n 's/.*median \([0-9.]*\) us.*/\1/p' | tail -1)"
     done
-    [ "$prog" = dds_profile_sample ] && times="  (median us:${times})" || times=""
+    [ -n "$times" ] && times="  (median us:${times})"
     if [ $ok = 0 ]; then echo "FAILED  $s"; rc=1
     elif cmp -s "$DDS_GPU_OUT/.dump-old.bin" "$DDS_GPU_OUT/.dump-new.bin"; then echo "same    $s$times"
     elif [ "$prog" = dds_profile_sample ]; then
