@@ -19,37 +19,19 @@ namespace stash {
 // n = 5; f32 4096 x 32000: 1.28x vs 1.46x), see bench/RESULTS.md.
 constexpr int kMinBlocks = 2;
 
-// The fields of request r that kept_rows reads. load_fields reads them for a kept request only
-// (kp), and the counting pass loads a batch of requests' fields before it uses any, so that their
-// loads are in flight together.
-struct ReqFields {
-  int slot, rb, re, nvr;
-  float Tm;
-};
-__device__ __forceinline__ ReqFields load_fields(const Params& P, int r, bool kp) {
-  ReqFields f{r, r, r + 1, 0, P.temperature};
-  if (kp) {
-    if (P.slots) f.slot = P.slots[r];
-    if (P.row_offsets) {
-      f.rb = P.row_offsets[r];
-      f.re = P.row_offsets[r + 1];
-    }
-    if (P.num_valid) f.nvr = P.num_valid[r];
-    if (P.temperatures) f.Tm = P.temperatures[r];
-  }
-  return f;
-}
-
-// Request r's rows to stash under the rules of stash.cuh, from its fields f: returns their count,
-// sets *lo (the first of them) and *status (the request's bits but those of its given ids).
-// owned: the row_offsets array is invalid, so the rows are those the request owns
-// (common/offsets.h rows_of); else its whole range.
-__device__ __forceinline__ int kept_rows(const Params& P, int r, const ReqFields& f, bool owned,
-                                         int* lo, int32_t* status) {
+// Request r's rows to stash under the rules of stash.cuh: returns their count, sets *lo (the first
+// of them) and *status (the request's bits but those of its given ids). owned: the row_offsets
+// array is invalid, so the rows are those the request owns (common/offsets.h rows_of); else its
+// whole range.
+__device__ __forceinline__ int kept_rows(const Params& P, int r, bool owned, int* lo, int32_t* status) {
   const int R = P.num_requests;
-  const int rb = f.rb, re = f.re;
+  const int slot = P.slots ? P.slots[r] : r;
+  const int rb = P.row_offsets ? P.row_offsets[r] : r;
+  const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
+  const int nvr = P.num_valid ? P.num_valid[r] : 0;
+  const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
   const bool rows_ok = offsets::good(rb, re, r, R, P.num_rows);
-  const bool slot_ok = f.slot >= 0 && f.slot < P.num_slots;
+  const bool slot_ok = slot >= 0 && slot < P.num_slots;
   if (!rows_ok || !slot_ok) {
     *status = (rows_ok ? 0 : kReqBadRowOffsets) | (slot_ok ? 0 : kReqBadSlot);
     return 0;
@@ -57,10 +39,10 @@ __device__ __forceinline__ int kept_rows(const Params& P, int r, const ReqFields
   int l = rb, h = re;
   if (owned) offsets::rows_of(P.row_offsets, R, P.num_rows, r, &l, &h);
   const int nrows = re - rb;
-  int nv = P.num_valid ? f.nvr : nrows;
+  int nv = P.num_valid ? nvr : nrows;
   nv = max(0, min(nv, min(nrows, P.rows_per_slot)));
   *lo = l;
-  *status = rule::temperature_bad(f.Tm) ? kReqBadTemperature : 0;
+  *status = rule::temperature_bad(Tm) ? kReqBadTemperature : 0;
   return max(0, min(nv, h - rb) - (l - rb));
 }
 
@@ -124,25 +106,13 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
   // share of the requests only and leaves the counts of (b).
   const bool check_ids = P.req_status != nullptr && (P.token_ids != nullptr || P.committed != nullptr);
   const bool rare = !offsets_valid || check_ids;
-  // (b) in batches of kBatch requests per thread: every field load of a batch before any use.
-  constexpr int kBatch = 4;
-  for (int r0 = tid; r0 < R; r0 += kBatch * nthreads) {
-    ReqFields f[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int r = r0 + j * nthreads;
-      f[j] = load_fields(P, r, r < R && cum[r] != 0);
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int r = r0 + j * nthreads;
-      if (r >= R) break;
-      int cnt = 0, lo = 0;
-      int32_t status = 0;
-      if (cum[r]) cnt = kept_rows(P, r, f[j], false, &lo, &status);
-      if (P.req_status && !rare && (unsigned)(r - my_r0) < (unsigned)per_cta) P.req_status[r] = status;
-      cum[r] = cnt;
-    }
+#pragma unroll 4
+  for (int r = tid; r < R; r += nthreads) {
+    int cnt = 0, lo = 0;
+    int32_t status = 0;
+    if (cum[r]) cnt = kept_rows(P, r, false, &lo, &status);
+    if (P.req_status && !rare && (unsigned)(r - my_r0) < (unsigned)per_cta) P.req_status[r] = status;
+    cum[r] = cnt;
   }
   if (rare) {
     const int r0 = offsets_valid ? my_r0 : 0;
@@ -153,7 +123,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
       int cnt = 0, lo = 0;
       int32_t status = 0;
       if (P.keep == nullptr || P.keep[r] != 0) {
-        cnt = kept_rows(P, r, load_fields(P, r, true), !offsets_valid, &lo, &status);
+        cnt = kept_rows(P, r, !offsets_valid, &lo, &status);
         if (check_ids && writer && (status & (kReqBadRowOffsets | kReqBadSlot)) == 0)
           status |= given_ids_status(P, r, lo, cnt);
       }
