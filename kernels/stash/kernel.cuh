@@ -30,7 +30,8 @@ __device__ __forceinline__ int kept_rows(const Params& P, int r, bool owned, int
   const int re = P.row_offsets ? P.row_offsets[r + 1] : r + 1;
   const int nvr = P.num_valid ? P.num_valid[r] : 0;
   const float Tm = P.temperatures ? P.temperatures[r] : P.temperature;
-  const bool rows_ok = offsets::good(rb, re, r, R, P.num_rows);
+  // (Without row_offsets every request is its one row: the host checks num_rows == num_requests.)
+  const bool rows_ok = P.row_offsets == nullptr || offsets::good(rb, re, r, R, P.num_rows);
   const bool slot_ok = slot >= 0 && slot < P.num_slots;
   if (!rows_ok || !slot_ok) {
     *status = (rows_ok ? 0 : kReqBadRowOffsets) | (slot_ok ? 0 : kReqBadSlot);
@@ -97,7 +98,9 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
     for (int r = tid; r < R; r += nthreads)
       bad_offsets |= !offsets::good(P.row_offsets[r], P.row_offsets[r + 1], r, R, P.num_rows);
   }
-  const bool offsets_valid = __syncthreads_or(bad_offsets) == 0;
+  // (The condition is the same in every thread, so without row_offsets no thread waits here: (b)
+  // reads only the cum entries its own thread wrote in (a).)
+  const bool offsets_valid = P.row_offsets == nullptr || __syncthreads_or(bad_offsets) == 0;
   const int per_cta = (R + (int)gridDim.x - 1) / (int)gridDim.x;
   const int my_r0 = (int)blockIdx.x * per_cta;
   // (b) the counts and the status; (c) only for an invalid array or given ids to check: the rows
