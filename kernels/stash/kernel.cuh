@@ -74,97 +74,107 @@ __device__ __forceinline__ int32_t given_ids_status(const Params& P, int r, int 
 template <typename T, bool COUNT, bool MASK>
 __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) {
   DDS_DYNAMIC_SMEM(smem);
-  __shared__ int32_t scan_tmp[kMaxWarps + 1];
+  __shared__ int32_t scan_tmp[kMaxWarps];
   int32_t* cum = reinterpret_cast<int32_t*>(smem);
   const int R = P.num_requests;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nthreads = blockDim.x, nwarps = nthreads >> 5;
 
-  // ---- 1. kept rows per request, prefix in shared memory; the status of request r is written
-  // by CTA r / per_cta (each CTA checks the given token ids of its share of the requests) ----
-  // (a) keep flags (read first: nothing else of a request not kept is used), strided and
-  // independent so that the loads overlap, and whether the row_offsets array is valid (every
-  // request's offsets good, common/offsets.h: then each request owns exactly its range, and
-  // neither this pass nor the items search for their rows); (b) the rest for kept requests;
-  // (c) block scan.
-  // (Two loops: the offsets' branch inside the unrolled one would keep the compiler from issuing
-  // a batch's keep loads together: a load latency per request and CTA.)
-#pragma unroll 4
-  for (int r = tid; r < R; r += nthreads)
-    cum[r] = (P.keep == nullptr || P.keep[r] != 0) ? 1 : 0;
+  // ---- 1. kept rows per request and their exclusive prefix in shared memory (cum[r]; K, the
+  // total, in every thread); the status of request r is written by CTA r / per_cta ----
+  const int per_cta = (R + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int my_r0 = (int)blockIdx.x * per_cta;
+  const bool check_ids = P.req_status != nullptr && (P.token_ids != nullptr || P.committed != nullptr);
+  // Whether the row_offsets array is valid (every request's offsets good, common/offsets.h: then
+  // each request owns exactly its range, and neither this pass nor the items search for their
+  // rows). Without the array no thread waits here (the host checks num_rows == num_requests).
   int bad_offsets = 0;
   if (P.row_offsets != nullptr) {
 #pragma unroll 4
     for (int r = tid; r < R; r += nthreads)
       bad_offsets |= !offsets::good(P.row_offsets[r], P.row_offsets[r + 1], r, R, P.num_rows);
   }
-  // (The condition is the same in every thread, so without row_offsets no thread waits here: (b)
-  // reads only the cum entries its own thread wrote in (a).)
   const bool offsets_valid = P.row_offsets == nullptr || __syncthreads_or(bad_offsets) == 0;
-  const int per_cta = (R + (int)gridDim.x - 1) / (int)gridDim.x;
-  const int my_r0 = (int)blockIdx.x * per_cta;
-  // (b) the counts and the status; (c) only for an invalid array or given ids to check: the rows
-  // each request owns and the given ids' bits (its own loop: the rare path's searches inside the
-  // unrolled one would multiply the kernel's code). With a valid array, (c) walks this CTA's
-  // share of the requests only and leaves the counts of (b).
-  const bool check_ids = P.req_status != nullptr && (P.token_ids != nullptr || P.committed != nullptr);
-  const bool rare = !offsets_valid || check_ids;
-#pragma unroll 4
-  for (int r = tid; r < R; r += nthreads) {
-    int cnt = 0, lo = 0;
-    int32_t status = 0;
-    if (cum[r]) cnt = kept_rows(P, r, false, &lo, &status);
-    if (P.req_status && !rare && (unsigned)(r - my_r0) < (unsigned)per_cta) P.req_status[r] = status;
-    cum[r] = cnt;
-  }
-  if (rare) {
-    const int r0 = offsets_valid ? my_r0 : 0;
-    const int r1 = offsets_valid ? min(R, my_r0 + per_cta) : R;
+  if (!offsets_valid) {
+    // An invalid array: the counts of the rows each request owns (searches), into cum.
 #pragma unroll 1
-    for (int r = r0 + tid; r < r1; r += nthreads) {
-      const bool writer = (unsigned)(r - my_r0) < (unsigned)per_cta;
+    for (int r = tid; r < R; r += nthreads) {
+      int cnt = 0, lo = 0;
+      int32_t status = 0;
+      if (P.keep == nullptr || P.keep[r] != 0) cnt = kept_rows(P, r, true, &lo, &status);
+      if (P.req_status && !check_ids && (unsigned)(r - my_r0) < (unsigned)per_cta) P.req_status[r] = status;
+      cum[r] = cnt;
+    }
+    __syncthreads();
+  }
+  // The counts and their prefix in rounds of kReqPerLane * nthreads requests: warp w takes
+  // 32 * kReqPerLane consecutive requests of a round, lane i the i-th of every 32 (coalesced loads,
+  // conflict-free shared stores). A round's keep flags are all loaded before any other field of a
+  // request (nothing else of a request not kept is read), so they cost one load latency, and its
+  // kReqPerLane warp scans are independent of each other; then one barrier for the warps' totals.
+  constexpr int kReqPerLane = 16;
+  int carry = 0;  // the kept rows of the rounds before
+  for (int base = 0; base < R; base += kReqPerLane * nthreads) {
+    const int r0 = base + warp * (32 * kReqPerLane) + lane;
+    int c[kReqPerLane];
+    if (offsets_valid) {
+      bool kept[kReqPerLane];
+#pragma unroll
+      for (int j = 0; j < kReqPerLane; ++j) {
+        const int r = r0 + 32 * j;
+        kept[j] = r < R && (P.keep == nullptr || P.keep[r] != 0);
+      }
+#pragma unroll
+      for (int j = 0; j < kReqPerLane; ++j) {
+        const int r = r0 + 32 * j;
+        int lo = 0;
+        int32_t status = 0;
+        c[j] = kept[j] ? kept_rows(P, r, false, &lo, &status) : 0;
+        if (P.req_status && !check_ids && r < R && (unsigned)(r - my_r0) < (unsigned)per_cta)
+          P.req_status[r] = status;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kReqPerLane; ++j) c[j] = r0 + 32 * j < R ? cum[r0 + 32 * j] : 0;
+    }
+    int ex[kReqPerLane], wsum = 0;  // exclusive prefix within the warp's share; its total
+#pragma unroll
+    for (int j = 0; j < kReqPerLane; ++j) ex[j] = warp_incl_scan(c[j], lane);
+#pragma unroll
+    for (int j = 0; j < kReqPerLane; ++j) {
+      const int t = __shfl_sync(kFull, ex[j], 31);
+      ex[j] += wsum - c[j];
+      wsum += t;
+    }
+    if (base > 0) __syncthreads();  // (every warp has read the previous round's totals)
+    if (lane == 0) scan_tmp[warp] = wsum;
+    __syncthreads();
+    int off = carry;
+    for (int w2 = 0; w2 < nwarps; ++w2) {
+      const int v = scan_tmp[w2];
+      off += w2 < warp ? v : 0;
+      carry += v;
+    }
+#pragma unroll
+    for (int j = 0; j < kReqPerLane; ++j)
+      if (r0 + 32 * j < R) cum[r0 + 32 * j] = off + ex[j];
+  }
+  if (check_ids) {
+    // The statuses of this CTA's share with the given ids' bits (a loop of its own: the searches
+    // inside the unrolled one would multiply the kernel's code).
+#pragma unroll 1
+    for (int r = my_r0 + tid; r < min(R, my_r0 + per_cta); r += nthreads) {
       int cnt = 0, lo = 0;
       int32_t status = 0;
       if (P.keep == nullptr || P.keep[r] != 0) {
         cnt = kept_rows(P, r, !offsets_valid, &lo, &status);
-        if (check_ids && writer && (status & (kReqBadRowOffsets | kReqBadSlot)) == 0)
-          status |= given_ids_status(P, r, lo, cnt);
+        if ((status & (kReqBadRowOffsets | kReqBadSlot)) == 0) status |= given_ids_status(P, r, lo, cnt);
       }
-      if (!offsets_valid) cum[r] = cnt;  // (the same thread as (b) for this r)
-      if (P.req_status && writer) P.req_status[r] = status;
+      P.req_status[r] = status;
     }
   }
   __syncthreads();
-  {
-    // Exclusive scan: each warp a contiguous segment, walked 32 consecutive entries at a time
-    // (lane i the i-th: no shared-memory bank conflicts; a thread per `per` consecutive entries
-    // had 16-way conflicts at 4096 requests), then the warps' totals.
-    const int seg = (R + nwarps - 1) / nwarps;
-    const int w0 = min(warp * seg, R), w1 = min(w0 + seg, R);
-    int carry = 0;
-    for (int b = w0; b < w1; b += 32) {
-      const int r = b + lane;
-      const int c = r < w1 ? cum[r] : 0;
-      const int inc = warp_incl_scan(c, lane);
-      if (r < w1) cum[r] = carry + inc - c;
-      carry += __shfl_sync(kFull, inc, 31);
-    }
-    if (lane == 0) scan_tmp[warp] = carry;
-    __syncthreads();
-    if (warp == 0) {
-      const int v = lane < nwarps ? scan_tmp[lane] : 0;
-      const int s = warp_incl_scan(v, lane);
-      __syncwarp();
-      if (lane < nwarps) scan_tmp[lane] = s - v;
-      if (lane == nwarps - 1) scan_tmp[kMaxWarps] = s;
-    }
-    __syncthreads();
-    const int off = scan_tmp[warp];
-    for (int r = w0 + lane; r < w1; r += 32) cum[r] += off;
-    if (tid == 0) cum[R] = scan_tmp[kMaxWarps];
-    __syncthreads();
-  }
-  const int K = cum[R];
+  const int K = carry;
   if (K == 0) return;
 
   // ---- 2. items: (kept row q, chunk p), one warp each ----

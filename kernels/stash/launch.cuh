@@ -13,7 +13,7 @@
 namespace dds {
 namespace stash {
 
-// Static shared memory of the kernel, with room to spare (scan_tmp: 36 bytes).
+// Static shared memory of the kernel, with room to spare (scan_tmp: 32 bytes).
 constexpr size_t kStaticSmem = 64;
 
 // Warps per CTA for P's shared memory (P.cum_bytes for the kept-row prefix, then P.warp_bytes

@@ -7,11 +7,13 @@
 // (the emulation's occupancy is one CTA per SM, so the grid is `sms` unless the rows have fewer
 // items) with the H200's shared memory per CTA.
 // Usage: emu_stash V n dtype(0 f32, 1 bf16, 2 f16) variant(0 top-n, 1 own ids, 2 logits mode,
-//        3 committed tokens) [sms (default 3) [requests (default 10; > 256: the kept-row scan's
+//        3 committed tokens) [sms (default 3) [requests (default 10; > 4096: the kept-row prefix in
 //        rounds) [K: instead, 64 rows as 4 requests with case K's hostile row_offsets of
 //        tests/hostile_cases.h, all kept, slot r, 64 rows per slot; -1 none [mask (0 none,
 //        1 dense: columns allowed with probability 0.7, 2 sparse: 0.02; request 6's mask all
-//        zero, a stride of 2 spare words)]]]]
+//        zero, a stride of 2 spare words) [layout (0 ragged requests with row_offsets; 1 one
+//        row per request without row_offsets, requests 0, 16, 32, .. and 3, 10, 17, .. kept;
+//        2 the same with keep flags only, no other per-request array: the benchmark's call)]]]]]
 #include <cuda_runtime.h>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   const int hk = argc > 7 ? atoi(argv[7]) : -1;
   const int R = hk >= 0 ? hostile::kReqs : argc > 6 ? std::max(10, atoi(argv[6])) : 10;
   const int mask = argc > 8 ? atoi(argv[8]) : 0;
+  const int layout = hk < 0 && argc > 9 ? atoi(argv[9]) : 0;
   std::vector<int32_t> offs{0};
   for (int r = 0; r < R; ++r) offs.push_back(offs.back() + (int)(rng() % 4));
   if (hk >= 0) {
@@ -43,6 +46,8 @@ int main(int argc, char** argv) {
     const int32_t* h = hostile::cases(&nc)[hk].offs;
     offs.assign(h, h + R + 1);  // every case ends at 64 = rows
   }
+  if (layout) offs.resize(1);
+  for (int r = 0; layout && r < R; ++r) offs.push_back(r + 1);
   const int rows = offs.back();
   std::vector<float> lg((size_t)rows * V);
   for (int i = 0; i < rows; ++i)
@@ -57,6 +62,7 @@ int main(int argc, char** argv) {
     lg16[k] = dtype == 1 ? dds::f32_to_bf16(lg[k]) : dds::f32_to_f16(lg[k]);
   std::vector<uint8_t> keep(R, 1);
   if (hk < 0) keep[3] = 0;
+  for (int r = 0; layout && r < R; ++r) keep[r] = r % 16 == 0 || r % 7 == 3;
   std::vector<int32_t> slots(R), nvalid(R), committed(rows), ids((size_t)R * n), nids(R);
   std::vector<float> temps(R);
   for (int r = 0; r < R; ++r) {
@@ -81,7 +87,7 @@ int main(int argc, char** argv) {
     nids[6] = n + 3;
     if (rows > 0) committed[rows / 2] = V + 1;
   }
-  const int rows_per_slot = hk >= 0 ? hostile::kRows : 3, E = n + 1;
+  const int rows_per_slot = hk >= 0 ? hostile::kRows : layout ? 1 : 3, E = n + 1;
   const int64_t words = (V + 31) / 32, mstride = words + 2;
   std::vector<int32_t> masks((size_t)R * mstride);
   {
@@ -101,7 +107,7 @@ int main(int argc, char** argv) {
   dds_stash_args_init(&a, sizeof a);
   a.num_rows = rows;
   a.num_requests = R;
-  a.row_offsets = offs.data();
+  a.row_offsets = layout ? nullptr : offs.data();
   a.logits = dtype == 0 ? (const void*)lg.data() : (const void*)lg16.data();
   a.dtype = dtype == 0 ? DDS_DTYPE_F32 : dtype == 1 ? DDS_DTYPE_BF16 : DDS_DTYPE_F16;
   a.row_stride = V;
@@ -115,6 +121,7 @@ int main(int argc, char** argv) {
     a.num_token_ids = nids.data();
   }
   a.logits_mode = variant == 2 ? 1 : 0;
+  if (layout == 2) a.slots = a.num_valid = nullptr, a.temperatures = nullptr;
   if (mask) {
     a.allowed_token_masks = masks.data();
     a.allowed_mask_stride = mstride;
@@ -160,8 +167,8 @@ int main(int argc, char** argv) {
   }
   for (int r = 0; r < R; ++r) if (gs[r] != cs[r]) { printf("status %d: %d/%d\n", r, gs[r], cs[r]); ++bad; }
   for (int i = 0; i < c.max_rows; ++i) if (counters[i]) { printf("counter %d not reset\n", i); ++bad; break; }
-  printf("V=%d n=%d dtype=%d variant=%d rows=%d sms=%d warps=%d mask=%d: %d bad elements\n", V, n, dtype,
-         variant, rows, sms, nwarps, mask, bad);
+  printf("V=%d n=%d dtype=%d variant=%d rows=%d sms=%d warps=%d mask=%d layout=%d: %d bad elements\n", V, n,
+         dtype, variant, rows, sms, nwarps, mask, layout, bad);
   dds_destroy(s);
   return bad != 0;
 }
