@@ -132,29 +132,92 @@ struct CandSrc {
   }
 };
 
-// One radix pass's decision, by one warp (lanes 0-31) over the pass's histogram in sm.cnt / mlo /
-// mhi (nbins bins): the bin where the count (mode 0: reaching `need`) or the fixed-point mass
-// (mode 1: reaching `target`; frac0 >= 0: target = frac0 x the histogram's whole mass, set here)
-// accumulated from the top, on top of above_cnt / above_mass, is first reached. Results in sm:
-// sel_key (the bin), sel_above_cnt / sel_above_mass (above it), sel_eq_cnt / sel_eq_mass (in it),
-// sel_target. radix_select's passes and the split fallback's first digit (split_filter.cuh, over
-// the row's histogram summed by several CTAs) decide with it.
+// One radix pass's decision over its histogram in sm.cnt / mlo / mhi (nbins bins), by the whole
+// CTA (every thread calls it): the bin where the count (mode 0: reaching `need`) or the
+// fixed-point mass (mode 1: reaching `target`; frac0 >= 0: target = frac0 x the histogram's whole
+// mass, set here in warp 0) accumulated from the top, on top of above_cnt / above_mass, is first
+// reached. Results in sm: sel_key (the bin), sel_above_cnt / sel_above_mass (above it),
+// sel_eq_cnt / sel_eq_mass (in it), sel_target. radix_select's passes and the split fallback's
+// first digit (split_filter.cuh, over the row's histogram summed by several CTAs) decide with it.
+// The bins are 32 segments of nbins / 32 from the top (bin_prefix's lanes): the CTA's warps add
+// the segments' counts and masses and find their lowest non-empty bins (warp w: segments w,
+// w + warps, ...; lane i reads bins top - i - 32 j, consecutive words), into the scratch c_s,
+// m_s, ne_s (32 entries each, shared); warp 0 picks the segment as goal_lane does and walks it 32
+// bins at a time with goal_bin's rule (the first non-empty bin that reaches the goal, else the
+// segment's lowest non-empty bin). Integer sums and the same comparisons: the decision does not
+// depend on how the bins are shared out. (One lane per segment scanning its bins in turn put the
+// 32 lanes' loads in one shared-memory bank, while the CTA's other warps waited at the barrier.)
+// Not inlined: one copy per shared-memory layout instead of one in each of radix_select's
+// instantiations (inlined, filter_kernel's code grew by 28% and its parameter block was copied
+// to the stack, 1.2 KB per thread).
 template <class Sm>
-__device__ __forceinline__ void radix_pick(Sm& sm, int nbins, int mode, long long need, double& target,
+__device__ __noinline__ void radix_pick(Sm& sm, int nbins, int mode, long long need, double& target,
                                            double frac0, long long above_cnt,
-                                           unsigned long long above_mass) {
-  const int lane = threadIdx.x & 31;
-  // Lane L scans its `per` bins in descending order, starting at top - L*per.
+                                           unsigned long long above_mass, unsigned long long* c_s,
+                                           unsigned long long* m_s, int* ne_s) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
   const int per = nbins / 32;
-  const int hi = nbins - 1 - lane * per;
-  const BinPrefix bp = bin_prefix(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, lane);
-  if (mode == 1 && frac0 >= 0.0)
-    target = frac0 * (double)__shfl_sync(0xffffffffu, bp.pm, 31);  // every column is in
+  for (int g = warp; g < 32; g += nw) {
+    const int top = nbins - 1 - g * per;
+    unsigned long long c = 0, m = 0;
+    int ne = INT_MAX;
+    for (int j = lane; j < per; j += 32) {
+      const int b = top - j;
+      const uint32_t n = sm.cnt[b];
+      c += n;
+      if (mode == 1) m += mass_at(sm.mlo, sm.mhi, b);
+      if (n) ne = b;
+    }
+    c = warp_sum_of(c);
+    m = warp_sum_of(m);
+    ne = warp_reduce(ne, [](int x, int y) { return min(x, y); });
+    if (lane == 0) {
+      c_s[g] = c;
+      m_s[g] = m;
+      ne_s[g] = ne == INT_MAX ? -1 : ne;
+    }
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  BinPrefix bp{(long long)c_s[lane], 0, m_s[lane], 0ull, ne_s[lane]};
+  bin_scan(bp, lane);
+  if (mode == 1 && frac0 >= 0.0) target = frac0 * (double)__shfl_sync(kAll, bp.pm, 31);  // every column is in
   const int srcl = goal_lane(bp, mode, above_cnt, need, above_mass, target);
-  if (lane == srcl) {
-    long long c = above_cnt + (bp.pc - bp.lc);
-    unsigned long long m = above_mass + (bp.pm - bp.lm);
-    const int chosen = goal_bin(sm.cnt, sm.mlo, sm.mhi, mode, hi, per, bp.last_ne, need, target, c, m);
+  long long c = above_cnt + __shfl_sync(kAll, bp.pc - bp.lc, srcl);
+  unsigned long long m = above_mass + __shfl_sync(kAll, bp.pm - bp.lm, srcl);
+  const int last_ne = __shfl_sync(kAll, bp.last_ne, srcl);
+  const int hi = nbins - 1 - srcl * per;
+  int chosen = last_ne < 0 ? hi : last_ne;
+  for (int j0 = 0; j0 < per; j0 += 32) {
+    const int b = hi - j0 - lane;
+    const uint32_t n = j0 + lane < per ? sm.cnt[b] : 0u;
+    const unsigned long long mb = (mode == 1 && n) ? mass_at(sm.mlo, sm.mhi, b) : 0ull;
+    long long ci = n;  // inclusive prefixes over the lanes (bins from the top)
+    unsigned long long mi = mb;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const long long c2 = __shfl_up_sync(kAll, ci, o);
+      const unsigned long long m2 = __shfl_up_sync(kAll, mi, o);
+      if (lane >= o) {
+        ci += c2;
+        mi += m2;
+      }
+    }
+    const bool reach =
+        n != 0u && (b == last_ne || (mode == 0 ? c + ci >= need : (double)(m + mi) >= target));
+    const unsigned hit = __ballot_sync(kAll, reach);
+    if (hit) {
+      const int L = __ffs(hit) - 1;
+      chosen = hi - j0 - L;
+      c += __shfl_sync(kAll, ci - (long long)n, L);
+      m += __shfl_sync(kAll, mi - mb, L);
+      break;
+    }
+    c += __shfl_sync(kAll, ci, 31);
+    m += __shfl_sync(kAll, mi, 31);
+  }
+  if (lane == 0) {
     sm.sel_key = (uint32_t)chosen;
     sm.sel_above_cnt = (int)c;
     sm.sel_above_mass = m;
@@ -209,8 +272,8 @@ __device__ void radix_select(FilterSmem& sm, const Src& src, int mode, long long
       if (mode == 1) mass_add(sm.mlo, sm.mhi, bin, mf(key));
     });
     __syncthreads();
-    if (tid < 32)
-      radix_pick(sm, (int)wmask + 1, mode, need, target, pass == 0 ? frac : -1.0, above_cnt, above_mass);
+    radix_pick(sm, (int)wmask + 1, mode, need, target, pass == 0 ? frac : -1.0, above_cnt, above_mass,
+               sm.red64, sm.red64 + 32, sm.redi);
     __syncthreads();
     prefix |= sm.sel_key << sh;
     pmask |= wmask << sh;

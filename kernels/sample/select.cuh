@@ -107,15 +107,8 @@ struct BinPrefix {
   unsigned long long lm, pm;
   int last_ne;
 };
-__device__ __forceinline__ BinPrefix bin_prefix(const uint32_t* cnt, const uint32_t* mlo,
-                                                const uint32_t* mhi, int mode, int hi, int per,
-                                                int lane) {
-  BinPrefix r{0, 0, 0, 0, -1};
-  for (int b = hi; b > hi - per; --b) {
-    r.lc += cnt[b];
-    if (mode == 1) r.lm += mass_at(mlo, mhi, b);
-    if (cnt[b]) r.last_ne = b;
-  }
+// The inclusive prefix over the lanes of their sums lc / lm (into pc / pm).
+__device__ __forceinline__ void bin_scan(BinPrefix& r, int lane) {
   r.pc = r.lc;
   r.pm = r.lm;
 #pragma unroll
@@ -127,6 +120,17 @@ __device__ __forceinline__ BinPrefix bin_prefix(const uint32_t* cnt, const uint3
       r.pm += m2;
     }
   }
+}
+__device__ __forceinline__ BinPrefix bin_prefix(const uint32_t* cnt, const uint32_t* mlo,
+                                                const uint32_t* mhi, int mode, int hi, int per,
+                                                int lane) {
+  BinPrefix r{0, 0, 0, 0, -1};
+  for (int b = hi; b > hi - per; --b) {
+    r.lc += cnt[b];
+    if (mode == 1) r.lm += mass_at(mlo, mhi, b);
+    if (cnt[b]) r.last_ne = b;
+  }
+  bin_scan(r, lane);
   return r;
 }
 // The lane whose bins first reach the goal (count `need` / mass `target` on top of what lies above

@@ -44,6 +44,8 @@ struct SplitFiltSmem {
   float Ml, amin;
   int last;
   unsigned long long w[kRowWarps];  // cta_sum_u64
+  unsigned long long seg_c[32], seg_m[32];  // radix_pick's segment sums
+  int seg_ne[32];
 };
 
 // The CTA's fallback row and its share (P.sf_cols columns from part x P.sf_cols), if the
@@ -130,10 +132,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_hist_kernel(const __grid
     sm.mhi[b] = (uint32_t)(mb >> 32);
   }
   __syncthreads();
-  if (wid == 0) {
-    double target = 0.0;
-    radix_pick(sm, kHistBins, 1, 0, target, (double)q.p, 0, 0ull);
-  }
+  double target = 0.0;
+  radix_pick(sm, kHistBins, 1, 0, target, (double)q.p, 0, 0ull, sm.seg_c, sm.seg_m, sm.seg_ne);
   __syncthreads();
   if (sm.sel_eq_cnt > kBigListCap) return;  // a digit too wide for the list: filter_kernel alone
   unsigned long long* km = P.kmass + (long long)row * nb;  // stage 2's per-block masses
