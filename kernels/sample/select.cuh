@@ -99,9 +99,10 @@ __device__ __forceinline__ unsigned long long cta_sum_u64(unsigned long long v, 
   return s;
 }
 
-// The warp's scan of a radix pass (select_src: 256 bins, 8 per lane; radix_select: 2048, 64 per
-// lane): lane L sums its `per` bins from hi = nbins - 1 - L per down (counts; fixed-point masses
-// in mode 1; its lowest non-empty bin), then the inclusive prefix over the lanes.
+// The warp's scan of a radix pass (select_src: 256 bins, 8 per lane): lane L sums its `per` bins
+// from hi = nbins - 1 - L per down (counts; fixed-point masses in mode 1; its lowest non-empty
+// bin), then the inclusive prefix over the lanes (bin_scan; radix_pick, filter_cta.cuh, uses it
+// over the sums of its 32 segments).
 struct BinPrefix {
   long long lc, pc;
   unsigned long long lm, pm;
