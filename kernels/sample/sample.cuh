@@ -15,6 +15,8 @@
 //   plain_finish.cuh plain_finish_row over a team: plain_finish_kernel (CTA), plain_finish_warp_kernel
 //   plain_pass.cuh  plain_pass_kernel (unfiltered rows' streaming pass, optionally finishing)
 //   small.cuh       small_plain_kernel, small_filter_kernel (V <= 2048, one launch)
+//   filter_select.cuh filter_kernel's shared memory, row and list sources, radix_pick and the CTA
+//                   radix select, CTA reductions
 //   filter_cta.cuh  filter_kernel (the rows the lists cannot settle: a CTA per row)
 //   split_row.cuh   split_finish_kernel (cand_finish_kernel's outputs, several CTAs per row)
 //   split_filter.cuh split_hist_kernel, split_bound_kernel (filter_kernel's first stages on wide

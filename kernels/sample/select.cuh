@@ -101,7 +101,7 @@ __device__ __forceinline__ unsigned long long cta_sum_u64(unsigned long long v, 
 
 // The warp's scan of a radix pass (select_src: 256 bins, 8 per lane): lane L sums its `per` bins
 // from hi = nbins - 1 - L per down (counts; fixed-point masses in mode 1; its lowest non-empty
-// bin), then the inclusive prefix over the lanes (bin_scan; radix_pick, filter_cta.cuh, uses it
+// bin), then the inclusive prefix over the lanes (bin_scan; radix_pick, filter_select.cuh, uses it
 // over the sums of its 32 segments).
 struct BinPrefix {
   long long lc, pc;
