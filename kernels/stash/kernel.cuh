@@ -95,6 +95,12 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
       bad_offsets |= !offsets::good(P.row_offsets[r], P.row_offsets[r + 1], r, R, P.num_rows);
   }
   const bool offsets_valid = P.row_offsets == nullptr || __syncthreads_or(bad_offsets) == 0;
+  // Request r's status, by the CTA whose share it is, where no given ids are checked (with them,
+  // the loop at the end writes it with their bits).
+  auto put_status = [&](int r, int32_t status) {
+    if (P.req_status && !check_ids && r < R && (unsigned)(r - my_r0) < (unsigned)per_cta)
+      P.req_status[r] = status;
+  };
   if (!offsets_valid) {
     // An invalid array: the counts of the rows each request owns (searches), into cum.
 #pragma unroll 1
@@ -102,7 +108,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
       int cnt = 0, lo = 0;
       int32_t status = 0;
       if (P.keep == nullptr || P.keep[r] != 0) cnt = kept_rows(P, r, true, &lo, &status);
-      if (P.req_status && !check_ids && (unsigned)(r - my_r0) < (unsigned)per_cta) P.req_status[r] = status;
+      put_status(r, status);
       cum[r] = cnt;
     }
     __syncthreads();
@@ -130,8 +136,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
         int lo = 0;
         int32_t status = 0;
         c[j] = kept[j] ? kept_rows(P, r, false, &lo, &status) : 0;
-        if (P.req_status && !check_ids && r < R && (unsigned)(r - my_r0) < (unsigned)per_cta)
-          P.req_status[r] = status;
+        put_status(r, status);
       }
     } else {
 #pragma unroll
