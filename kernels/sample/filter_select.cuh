@@ -194,17 +194,10 @@ __device__ __noinline__ void radix_pick(Sm& sm, int nbins, int mode, long long n
     const int b = hi - j0 - lane;
     const uint32_t n = j0 + lane < per ? sm.cnt[b] : 0u;
     const unsigned long long mb = (mode == 1 && n) ? mass_at(sm.mlo, sm.mhi, b) : 0ull;
-    long long ci = n;  // inclusive prefixes over the lanes (bins from the top)
-    unsigned long long mi = mb;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const long long c2 = __shfl_up_sync(kAll, ci, o);
-      const unsigned long long m2 = __shfl_up_sync(kAll, mi, o);
-      if (lane >= o) {
-        ci += c2;
-        mi += m2;
-      }
-    }
+    BinPrefix sb{(long long)n, 0, mb, 0ull, -1};  // inclusive prefixes over the lanes (from the top)
+    bin_scan(sb, lane);
+    const long long ci = sb.pc;
+    const unsigned long long mi = sb.pm;
     const bool reach =
         n != 0u && (b == last_ne || (mode == 0 ? c + ci >= need : (double)(m + mi) >= target));
     const unsigned hit = __ballot_sync(kAll, reach);
