@@ -328,7 +328,8 @@ struct FilterTeam {
   FilterSmem* sm;
 };
 __device__ __forceinline__ float team_max(const FilterTeam& t, float v) { return cta_max(*t.sm, v); }
-__device__ __forceinline__ void team_argmax(const FilterTeam& t, double& bv, int& bt, float& bl) {
+__device__ __forceinline__ void team_argmax(const FilterTeam& t, double& bv, int& bt, float& bl,
+                                            bool = true) {
   const int mine = bt;
   bt = cta_argmax(*t.sm, bv, bt);  // (bv is not needed after the search)
   if (bt != INT_MAX && mine == bt) t.sm->resl = bl;

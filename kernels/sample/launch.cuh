@@ -167,8 +167,10 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
         if (plan.finish_warp)
           launch_kernel(s, plain_finish_warp_kernel<DT>, (unsigned)((P.num_rows + kRowWarps - 1) / kRowWarps),
                         kRowWarps * 32, 0, P);
+        else if (mask)
+          launch_kernel(s, plain_finish_kernel<DT, true>, (unsigned)P.num_rows, kRowWarps * 32, 0, P);
         else
-          launch_kernel(s, plain_finish_kernel<DT>, (unsigned)P.num_rows, kRowWarps * 32, 0, P);
+          launch_kernel(s, plain_finish_kernel<DT, false>, (unsigned)P.num_rows, kRowWarps * 32, 0, P);
       }
     }
   }

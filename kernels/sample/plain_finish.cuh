@@ -58,8 +58,14 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
 //     best (the block the exact scores pick is always among them; a lane whose second score is
 //     that close too scores all its blocks exactly); the CTA, whose threads hold one block per
 //     chunk, scores every block exactly in the sums' loop (the pre-selection would only add a CTA
-//     reduction and a dependent exact step after the loop; the same winning block);
-//  4. the token in the winning block (team_token) and the outputs (thread 0).
+//     reduction and a dependent exact step after the loop; the same winning block), and each
+//     warp's best block is handed over at the barrier that publishes the sums;
+//  4. the token in the winning block (team_token; in the CTA its result goes to warp 0 only)
+//     and the outputs (thread 0).
+// A CTA-wide step costs every warp the instructions of its reductions: at 8 rows the CTA finish
+// is a chain of barriers that all warps pass in step, so its time follows the instructions each
+// warp executes (ncu, H100, bf16 151936 x 8: 15.4 cycles per issued instruction, half of them
+// waiting at barriers).
 struct PlainSmem {
   TeamSmem team;
   Top2 t[kRowWarps];
@@ -200,7 +206,19 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
         sm->Z[3] = El;
       }
     }
+    // Each warp's best block, handed over at the same barrier as the sums; every warp merges.
+    if (need_a) {
+      warp_argmax(best, bbest);
+      if (lane == 0) {
+        sm->team.wv[wid] = best;
+        sm->team.wi[wid] = bbest;
+      }
+    }
     team.sync();
+    if (need_a) {
+      float unused;
+      merge_warp_bests<false>(sm->team, lane, best, bbest, unused);
+    }
     Za = sm->Z[0];
     Ea = sm->Z[1];
     Zl = sm->Z[2];
@@ -239,8 +257,8 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
           if (m1 != neg_inf()) argmax_merge(best, bbest, exact_score(b, row::temper(m1, q.invT)), b);
         }
       }
+      warp_argmax(best, bbest);
     }
-    team_argmax(team, best, bbest);
     // 4. The token within it: the block's l values in registers (warp: as the pass loads a block,
     // 16-byte loads where the row allows; CTA: kB / NT columns per thread).
     constexpr int PER = kB / NT;
@@ -258,18 +276,21 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
     token = team_token(team, q, pos, [&](auto f, auto) {
 #pragma unroll 4
       for (int k = 0; k < PER; ++k) f(col_at(k), lv[k]);
-    }, [](int, float) { return true; }, [&](float l) { return row::temper(l, q.invT); }, &lt);
+    }, [](int, float) { return true; }, [&](float l) { return row::temper(l, q.invT); }, &lt,
+                       false, false);  // (the token and lt: rank 0's, which writes the outputs)
   }
   if (tid != 0) return;
   plain_outputs<DT>(P, q, row, t, Ml, Ma, amax, token, Za, Ea, Zl, El, lt);
 }
 
 // plain_finish_kernel: a CTA (kRowWarps warps) per unfiltered row, for batches of few rows.
-template <int DT>
+// MASK: the launch has allowed-token masks (as plain_pass_kernel's: without, the request's mask
+// is a null constant and the re-reads of the winning blocks skip the mask's tests).
+template <int DT, bool MASK>
 __global__ void __launch_bounds__(kRowWarps * 32) plain_finish_kernel(const __grid_constant__ SampleParams P) {
   __shared__ PlainSmem sm;
   const int row = blockIdx.x;
-  Req q = row_req(P, row);
+  Req q = row_req<MASK>(P, row);
   if (is_filtered(q, P.V)) return;
   plain_finish_row<DT>(CtaTeam{(int)(threadIdx.x & 31), &sm.team}, &sm, P, q, row);
 }
