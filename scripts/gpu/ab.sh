@@ -26,10 +26,12 @@
 #               for the library after it as a section alone, 138.2 / 150.3 us after the sampling
 #               rows); BENCH_ARGS with --only runs that section alone,
 #               merged by scripts/gpu/bench-ab.py into OUT_DIR/bench-ab.md: per row the median
-#               time of each side and NEW / OLD, rows more than AB_TOLERANCE (default 0.03)
-#               slower marked, and "every run" beside those where every NEW run was slower than
-#               every OLD run (short rows vary by several percent from run to run: use REPEATS
-#               >= 6, and an A/A run, `ab.sh B B`, shows the spread)
+#               time of each side and NEW / OLD, the shift between the sides with its 95%
+#               confidence interval, rows more than AB_TOLERANCE (default 0.03) slower marked,
+#               "every run" beside those where every NEW run was slower than every OLD run and
+#               "beyond the spread" where the whole interval is above the tolerance (short rows
+#               vary by 6-8% from run to run: use REPEATS >= 12 for them, and an A/A run,
+#               `ab.sh B B`, shows the spread)
 # The exit status is non-zero if a step failed, an output differs or a row is marked slower.
 #
 # Environment:
