@@ -30,7 +30,7 @@
 #               confidence interval, rows more than AB_TOLERANCE (default 0.03) slower marked,
 #               "every run" beside those where every NEW run was slower than every OLD run and
 #               "beyond the spread" where the whole interval is above the tolerance (short rows
-#               vary by 6-8% from run to run: use REPEATS >= 12 for them, and an A/A run,
+#               vary by 3-16% from run to run: use REPEATS >= 12 for them, and an A/A run,
 #               `ab.sh B B`, shows the spread)
 # The exit status is non-zero if a step failed, an output differs or a row is marked slower.
 #

@@ -8,7 +8,8 @@ by (scenario, dtype, V, rows). Per row: the median dds time of each side over it
 "SLOWER" where NEW is more than the tolerance slower, and "every run" where, besides, every NEW
 run of the row is slower than every OLD run (with one run a side this is the same as SLOWER):
 a row whose runs overlap is within the spread of the runs, which for 8-row problems on an H200
-reaches 6% between two runs of one library (on an H100, 6-8% between the runs of one side).
+reaches 6% between two runs of one library (on an H100, 12 runs of one side of an 8-row row
+spread by 3-16% of their median, 7% typical).
 With two or more runs a side, the shift between the sides with its 95% confidence interval
 (Hodges-Lehmann: the median of the pairwise ratios NEW_j / OLD_i; the interval from their order
 statistics at the rank-sum test's normal approximation) says whether a median ratio above the
