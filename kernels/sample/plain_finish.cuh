@@ -64,8 +64,8 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
 //     and the outputs (thread 0).
 // A CTA-wide step costs every warp the instructions of its reductions: at 8 rows the CTA finish
 // is a chain of barriers that all warps pass in step, so its time follows the instructions each
-// warp executes (ncu, H100, bf16 151936 x 8: 15.4 cycles per issued instruction, half of them
-// waiting at barriers).
+// warp executes (ncu, H100, bf16 151936 x 8: 15-18 cycles per issued instruction, about half of
+// them waiting at barriers).
 struct PlainSmem {
   TeamSmem team;
   Top2 t[kRowWarps];
