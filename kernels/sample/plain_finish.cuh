@@ -58,10 +58,11 @@ __device__ __forceinline__ void plain_outputs(const SampleParams& P, const Req& 
 //     best (the block the exact scores pick is always among them; a lane whose second score is
 //     that close too scores all its blocks exactly); the CTA, whose threads hold one block per
 //     chunk, scores every block exactly in the sums' loop (the pre-selection would only add a CTA
-//     reduction and a dependent exact step after the loop; the same winning block), and each
-//     warp's best block is handed over at the barrier that publishes the sums;
-//  4. the token in the winning block (team_token; in the CTA its result goes to warp 0 only)
-//     and the outputs (thread 0).
+//     reduction and a dependent exact step after the loop; the same winning block); each warp's
+//     best block is handed over at the last chunk's barrier, and warp 1 merges them and stages
+//     the winning block's l values in shared memory while warp 0 adds the sums;
+//  4. the token in the winning block (team_token; the CTA reads the staged values, and its
+//     result goes to warp 0 only) and the outputs (thread 0).
 // A CTA-wide step costs every warp the instructions of its reductions: at 8 rows the CTA finish
 // is a chain of barriers that all warps pass in step, so its time follows the instructions each
 // warp executes (ncu, H100, bf16 151936 x 8: 15-18 cycles per issued instruction, about half of
@@ -77,6 +78,8 @@ struct PlainSmem {
   // a and for l; w < 0 marks a block without a finite column.
   double wa[kRowWarps * 32], sa[kRowWarps * 32], ia[kRowWarps * 32];
   double wl[kRowWarps * 32], sl[kRowWarps * 32], il[kRowWarps * 32];
+  int bbest;     // the winning block (warp 1)
+  float lw[kB];  // its l values, staged by warp 1 for the token search
 };
 
 template <class Team>
@@ -169,6 +172,14 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
         sm->wa[tid] = wa;
         sm->wl[tid] = wl;
       }
+      const bool last = c0 + NT >= nb;
+      if (last && need_a) {  // each warp's best block, with the last chunk's terms
+        warp_argmax(best, bbest);
+        if (lane == 0) {
+          sm->team.wv[wid] = best;
+          sm->team.wi[wid] = bbest;
+        }
+      }
       team.sync();
       if (wid == 0) {
         for (int j = lane; j < NT && c0 + j < nb; j += 32) {
@@ -183,7 +194,19 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
           }
         }
       }
-      if (c0 + NT < nb) team.sync();  // the next chunk overwrites the terms
+      if (!last) team.sync();  // the next chunk overwrites the terms
+    }
+    static_assert(kRowWarps >= 3, "warp 0 sums, warp 1 stages, the last warp re-reads");
+    if (wid == 1 && need_a) {
+      // The winning block and its l values into shared memory, while warp 0 adds the terms: the
+      // token search after the barrier reads them there (no global load on its path).
+      float unused;
+      merge_warp_bests<false>(sm->team, lane, best, bbest, unused);
+      float lb[32];
+      load_block_l<DT, true>(P, q, row, bbest, lane, lb);
+#pragma unroll
+      for (int k = 0; k < 32; ++k) sm->lw[col_of<DT>(bbest, lane, k) - bbest * kB] = lb[k];
+      if (lane == 0) sm->bbest = bbest;
     }
     if (wid == kRowWarps - 1) {
       // The first column of the maximum and the runner-up: a re-read of the maximum's block,
@@ -206,19 +229,8 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
         sm->Z[3] = El;
       }
     }
-    // Each warp's best block, handed over at the same barrier as the sums; every warp merges.
-    if (need_a) {
-      warp_argmax(best, bbest);
-      if (lane == 0) {
-        sm->team.wv[wid] = best;
-        sm->team.wi[wid] = bbest;
-      }
-    }
     team.sync();
-    if (need_a) {
-      float unused;
-      merge_warp_bests<false>(sm->team, lane, best, bbest, unused);
-    }
+    if (need_a) bbest = sm->bbest;
     Za = sm->Z[0];
     Ea = sm->Z[1];
     Zl = sm->Z[2];
@@ -260,15 +272,13 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
       warp_argmax(best, bbest);
     }
     // 4. The token within it: the block's l values in registers (warp: as the pass loads a block,
-    // 16-byte loads where the row allows; CTA: kB / NT columns per thread).
+    // 16-byte loads where the row allows; CTA: kB / NT columns per thread, from the values warp 1
+    // staged).
     constexpr int PER = kB / NT;
     float lv[PER];
     if constexpr (Team::kCta) {
 #pragma unroll
-      for (int k = 0; k < PER; ++k) {
-        const int col = bbest * kB + tid + k * NT;
-        lv[k] = (col < P.V) ? load_l<DT>(P, q, row, col) : neg_inf();
-      }
+      for (int k = 0; k < PER; ++k) lv[k] = sm->lw[tid + k * NT];
     } else {
       load_block_l<DT, true>(P, q, row, bbest, lane, lv);
     }
