@@ -368,6 +368,11 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
   // Per warp: its block's values while writing the list (each lane reads back only its own).
   __shared__ __align__(16) float s_stage[kRowWarps][kB];
   const int wid = threadIdx.x >> 5;
+  // A min-p row without top-k or top-p keeps no column below M + ln(min_p) / invT for any block
+  // maximum M (the row's is at least M): with lists over pairs of lanes (9-63 blocks), a block
+  // first tries that floor, less a margin, as its tau (minp_floor).
+  const bool floor_on = P.cand_lvl0 == 1 && q.minp > 0.f && !(q.p < 1.f) && !(q.k > 0 && q.k < P.V);
+  const float ln_minp = floor_on ? logf(q.minp) : 0.f;
   // One block: lv = the lane's 32 values as loaded (whole aligned blocks unsanitised), its
   // maximum with NaN propagation: a NaN or +inf anywhere takes the exact rule (docs §2) in place,
   // as in plain_pass_kernel. The pass is ALU-bound, so no per-value argmax / runner-up work for
@@ -395,13 +400,17 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
       float tau;
       int n, base;
       unsigned msk;
+      const float fl = floor_on ? minp_floor(M, q.invT, ln_minp) : -FLT_MAX;
+      bool at_floor = fl > -FLT_MAX;  // the first try: the floor itself
       for (;;) {
-        if (lvl < 0) {
+        if (at_floor) {
+          tau = fl;
+        } else if (lvl < 0) {
           tau = -FLT_MAX;
         } else {
           float h = m1;
           for (int o = 1; o < (1 << lvl); o <<= 1) h = fmaxf(h, __shfl_xor_sync(0xffffffffu, h, o));
-          tau = fmaxf(-warp_max(-h), -FLT_MAX);
+          tau = fmaxf(-warp_max(-h), fl);
         }
         msk = 0u;
         if (m1 >= tau) {
@@ -423,7 +432,8 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
         n = __shfl_sync(0xffffffffu, incl, 31);
         base = incl - cnt;
         if (n <= L || lvl >= 5) break;
-        ++lvl;
+        if (at_floor) at_floor = false;
+        else ++lvl;
       }
       if (n > L) {  // ties at the block maximum beyond the capacity: no list, bound l <= M
         n = 0;

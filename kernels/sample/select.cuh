@@ -50,6 +50,19 @@ __device__ __forceinline__ float minp_threshold(float m, double md, float minp) 
   return x;
 }
 
+// The row pass's min-p floor for a block of finite maximum M (min-p without top-k or top-p):
+// min-p keeps only a >= amin (minp_threshold of the row's tempered maximum m >= temper(M)), and
+// amin >= m + ln(min_p) up to rounding, so no column below the floor is kept; a list from it
+// leaves every other column below its bound, and the tempered bound stays below amin, so rows
+// whose blocks all list from their floors settle (amin > Ua). The margin, 2^-10 (1 + |temper(M)|),
+// is many times the rounding of logf and of these float operations (a few ulps each).
+// -FLT_MAX (no floor) where the result is not finite or lies above M.
+__device__ __forceinline__ float minp_floor(float M, float invT, float ln_minp) {
+  const float tM = row::temper(M, invT);
+  const float f = (tM + ln_minp - 0x1p-10f * (1.f + fabsf(tM))) / invT;
+  return (isfinite(f) && f <= M) ? f : -FLT_MAX;
+}
+
 // f(c, l) for the entries S[j] this lane owns (j = lane mod 32), four loads in flight; j0 /
 // step: a CTA's warps share the list (warp w: j0 = 128 w + lane, step 128 x warps).
 template <typename F>
