@@ -251,7 +251,34 @@ int same_bits(const Out& x, const Out& y, int rows, int V) {
   return bad;
 }
 
+// The row pass's min-p floor (minp_floor, kernels/sample/select.cuh) against the finish's threshold
+// over random block maxima, temperatures and min-p values: the floor lies at or below M, and its
+// tempered value just below it (the finish's Ua for a row whose top block lists from its floor)
+// stays below minp_threshold of the row maximum M, so such a row settles. Returns the violations.
+int check_minp_floor() {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  int bad = 0, n = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float M = (u(rng) - 0.5f) * std::pow(10.f, (float)(int)(u(rng) * 9.f) - 2.f);
+    const float invT = std::pow(10.f, u(rng) * 6.f - 3.f);
+    const float minp = i % 7 == 0 ? 1.f : std::pow(10.f, -u(rng) * 8.f);
+    const float f = minp_floor(M, invT, logf(minp));
+    if (f == -FLT_MAX) continue;
+    ++n;
+    const float m = dds::row::temper(M, invT);
+    const float amin = minp_threshold(m, (double)m, minp);
+    const float ua = dds::row::temper(nextafterf(f, -INFINITY), invT);
+    if (!(f <= M) || !(ua < amin)) {
+      if (++bad <= 5) printf("minp_floor: M %.9g invT %.9g minp %.9g: floor %.9g, Ua %.9g, amin %.9g\n", M, invT, minp, f, ua, amin);
+    }
+  }
+  if (n < 100000) { printf("minp_floor: only %d of 200000 draws have a floor\n", n); ++bad; }
+  return bad;
+}
+
 int main(int argc, char** argv) {
+  if (check_minp_floor()) return 1;
   int V = argc > 1 ? atoi(argv[1]) : 5000, rows = argc > 2 ? atoi(argv[2]) : 36;
   int dtype = argc > 3 ? atoi(argv[3]) : 0, stats = argc > 4 ? atoi(argv[4]) : DDS_STATS_PROCESSED;
   if (argc > 5) g_tscale = atof(argv[5]);
