@@ -5,6 +5,7 @@
 // same parameter block, launch plan and launcher, with the plan's rules unless the mode overrides
 // them.
 // Usage: emu_sample V rows dtype(0 f32, 1 bf16) stats(0 processed, 1 guided) [tscale [mode]]
+//        emu_sample minp_floor   (check_minp_floor below; run_sample.sh runs it once)
 //   mode: "default" or a comma list of plan overrides (kernels/sample/plan.h, SamplePlanOverrides:
 //   small_plain, small_filter, cta, bpw, fuse, direct, fbpw, top2, cf_wpc, smem_row, exact_all,
 //   filter_grid, split; key=value), ban=N (the banned token, default 3) and mask=N (allowed-token
@@ -274,11 +275,12 @@ int check_minp_floor() {
     }
   }
   if (n < 100000) { printf("minp_floor: only %d of 200000 draws have a floor\n", n); ++bad; }
+  printf("minp_floor: %d draws with a floor, %d violations\n", n, bad);
   return bad;
 }
 
 int main(int argc, char** argv) {
-  if (check_minp_floor()) return 1;
+  if (argc > 1 && std::string(argv[1]) == "minp_floor") return check_minp_floor() ? 1 : 0;
   int V = argc > 1 ? atoi(argv[1]) : 5000, rows = argc > 2 ? atoi(argv[2]) : 36;
   int dtype = argc > 3 ? atoi(argv[3]) : 0, stats = argc > 4 ? atoi(argv[4]) : DDS_STATS_PROCESSED;
   if (argc > 5) g_tscale = atof(argv[5]);

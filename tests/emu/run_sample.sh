@@ -25,6 +25,8 @@ if [ $# -gt 1 ] && [ "$2" != --quick ]; then
   exit $?
 fi
 rc=0
+# The row pass's min-p floor against the finish's threshold (random inputs, no kernel run).
+[ -n "${EMU_CASES:-}" ] || "$out/emu_sample" minp_floor | tail -1 || rc=1
 if [ -n "${EMU_CASES:-}" ]; then
   # EMU_CASES="V rows dtype stats tscale mode;...": those cases instead of the sweep, one build
   # (tests/emu/racecheck.sh).
