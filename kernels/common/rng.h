@@ -81,6 +81,75 @@ DDS_HD uint64_t random_bits(uint64_t seed, uint32_t step, uint32_t position, uin
   return (uint64_t)r.x[0] | ((uint64_t)r.x[1] << 32);
 }
 
+// random_bits of one (seed, step, position, salt) for many ids: a row's token or block draws.
+// Only the counter's first word varies with the id, so the round keys, the first round's
+// multiply of the step and everything that follows from it are computed once; bits(id) does the
+// id-dependent rest, 17 multiplies and 18 xors, and returns random_bits(seed, step, position,
+// id, salt) bit for bit (tests/cpu/test_rng.cpp).
+//   round 0: c = (id, pos, step, salt); M1 * step is fixed, so c0' = hi(M1 step) ^ pos ^ K0[0]
+//            and c1' = lo(M1 step) are too; c2' = hi(M0 id) ^ salt ^ K1[0], c3' = lo(M0 id);
+//   round 1: M0 * c0' is fixed: c0'' = hi(M1 c2') ^ c1' ^ K0[1], c2'' = hi(M0 c0') ^ c3' ^ K1[1],
+//            c3'' = lo(M0 c0');
+//   round 2: c2''' = hi(M0 c0'') ^ c3'' ^ K1[2]; rounds 2-9 otherwise as philox4x32_10.
+struct IdDraws {
+  uint32_t r0, r1a, r1b, r2;  // the fixed xor terms of rounds 0-2 (above)
+  uint32_t k0[8];             // K0[2..9]
+  uint32_t k1[6];             // K1[3..8] (round 9's third word is not returned)
+
+  DDS_HD IdDraws(uint64_t seed, uint32_t step, uint32_t position, uint32_t salt) {
+    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+    const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+    const uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
+    uint32_t ah, al, bh, bl;
+    philox_mulhilo(M1, step, &ah, &al);
+    const uint32_t c0 = ah ^ position ^ s0;  // round 0's first word
+    philox_mulhilo(M0, c0, &bh, &bl);
+    r0 = salt ^ s1;
+    r1a = al ^ (s0 + W0);
+    r1b = bh ^ (s1 + W1);
+    r2 = bl ^ (s1 + 2u * W1);
+    for (int r = 2; r < 10; ++r) k0[r - 2] = s0 + (uint32_t)r * W0;
+    for (int r = 3; r < 9; ++r) k1[r - 3] = s1 + (uint32_t)r * W1;
+  }
+
+  // (hi, lo) of a * b from one 64-bit product: one wide multiply on the GPU.
+  static DDS_HD void mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
+    const uint64_t p = (uint64_t)a * (uint64_t)b;
+    *hi = (uint32_t)(p >> 32);
+    *lo = (uint32_t)p;
+  }
+
+  DDS_HD uint64_t bits(uint32_t id) const {
+    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+    uint32_t hi0, lo0, hi1, lo1;
+    mulhilo(M0, id, &hi0, &lo0);  // round 0
+    uint32_t c2 = hi0 ^ r0;
+    const uint32_t c3a = lo0;
+    mulhilo(M1, c2, &hi1, &lo1);  // round 1
+    uint32_t c0 = hi1 ^ r1a, c1 = lo1;
+    c2 = c3a ^ r1b;
+    mulhilo(M0, c0, &hi0, &lo0);  // round 2
+    mulhilo(M1, c2, &hi1, &lo1);
+    c0 = hi1 ^ c1 ^ k0[0];
+    c1 = lo1;
+    c2 = hi0 ^ r2;
+    uint32_t c3 = lo0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int r = 3; r < 9; ++r) {
+      mulhilo(M0, c0, &hi0, &lo0);
+      mulhilo(M1, c2, &hi1, &lo1);
+      c0 = hi1 ^ c1 ^ k0[r - 2];
+      c1 = lo1;
+      c2 = hi0 ^ c3 ^ k1[r - 3];
+      c3 = lo0;
+    }
+    mulhilo(M1, c2, &hi1, &lo1);  // round 9: the first two words only
+    return (uint64_t)(hi1 ^ c1 ^ k0[7]) | ((uint64_t)lo1 << 32);
+  }
+};
+
 // Uniform in the open interval (0, 1), exact in float64: odd multiples of 2^-53.
 DDS_HD double bits_to_uniform(uint64_t bits) {
   return (double)((bits >> 11) | 1ull) * 0x1p-53;

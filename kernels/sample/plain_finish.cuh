@@ -286,7 +286,7 @@ __device__ __forceinline__ void plain_finish_row(const Team& team, PlainSmem* sm
     token = team_token(team, q, pos, [&](auto f, auto) {
 #pragma unroll 4
       for (int k = 0; k < PER; ++k) f(col_at(k), lv[k]);
-    }, [](int, float) { return true; }, [&](float l) { return row::temper(l, q.invT); }, &lt,
+    }, [](int, float) { return true; }, [invT = q.invT](float l) { return row::temper(l, invT); }, &lt,
                        false, false);  // (the token and lt: rank 0's, which writes the outputs)
   }
   if (tid != 0) return;

@@ -313,6 +313,7 @@ template <class Team, class W, class K, class A>
 __device__ __forceinline__ int team_token(const Team& team, const Req& q, uint32_t pos, const W& walk,
                                           const K& in_k, const A& to_a, float* lt,
                                           bool exact_all = false, bool to_all = true) {
+  const IdDraws draws(q.seed, q.step, pos, kSaltToken);
   Best2 bs{neg_inf(), neg_inf()};
   float a1 = 0.f, l1 = 0.f;
   int c1 = -1;
@@ -320,7 +321,7 @@ __device__ __forceinline__ int team_token(const Team& team, const Req& q, uint32
     if (l == neg_inf()) return;
     const float a = to_a(l);
     if (!in_k(c, a)) return;
-    if (bs.add(a + approx_gumbel(random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken)))) {
+    if (bs.add(a + approx_gumbel(draws.bits((uint32_t)c)))) {
       c1 = c;
       a1 = a;
       l1 = l;
@@ -338,14 +339,14 @@ __device__ __forceinline__ int team_token(const Team& team, const Req& q, uint32
       if (l == neg_inf()) return;
       const float a = to_a(l);
       if (!in_k(c, a)) return;
-      const uint64_t bits = random_bits(q.seed, q.step, pos, (uint32_t)c, kSaltToken);
+      const uint64_t bits = draws.bits((uint32_t)c);
       if (a + approx_gumbel(bits) < thr) return;
       const int b0 = bt;
       argmax_merge(bv, bt, (double)a + bits_to_gumbel(bits), c);
       if (bt != b0) bl = l;
     }, std::true_type{});
   } else if (c1 >= 0 && !(s1 < thr)) {
-    argmax_merge(bv, bt, (double)a1 + gumbel(q.seed, q.step, pos, (uint32_t)c1, kSaltToken), c1);
+    argmax_merge(bv, bt, (double)a1 + bits_to_gumbel(draws.bits((uint32_t)c1)), c1);
     bl = l1;
   }
   team_argmax(team, bv, bt, bl, to_all);

@@ -230,6 +230,7 @@ template <int DT>
 __device__ Winner warp_winner(const Call& c, const RowCtx& r, const KRule& k, int32_t lo, int32_t hi,
                               int lane) {
   const shard::Params& q = r.w.q;
+  const IdDraws draws(q.seed, q.step, r.w.pos, kSaltToken);
   float sf[32];
   float bf = neg_inf();
 #pragma unroll
@@ -242,7 +243,7 @@ __device__ Winner warp_winner(const Call& c, const RowCtx& r, const KRule& k, in
       cl.in0 = cl.l > neg_inf();
       cl.x = xf(cl.l, r.greedy, r.invT);
       if (shard::in_rule(k, cl, col))  // finite: |a| <= FLT_MAX, |G| < 37
-        v = cl.x + approx_gumbel(random_bits(q.seed, q.step, r.w.pos, (uint32_t)col, kSaltToken));
+        v = cl.x + approx_gumbel(draws.bits((uint32_t)col));
     }
     sf[e] = v;
     bf = fmaxf(bf, v);
@@ -259,7 +260,7 @@ __device__ Winner warp_winner(const Call& c, const RowCtx& r, const KRule& k, in
     if (sf[e] == neg_inf() || !(sf[e] >= thr)) continue;
     const int32_t col = lo + e * 32 + lane;
     const float l = load_l1<DT>(c, r, col - c.off);
-    const double v = (double)xf(l, r.greedy, r.invT) + gumbel(q.seed, q.step, r.w.pos, (uint32_t)col, kSaltToken);
+    const double v = (double)xf(l, r.greedy, r.invT) + bits_to_gumbel(draws.bits((uint32_t)col));
     argmax_merge(bv, bt, v, col);
   }
   warp_argmax(bv, bt);

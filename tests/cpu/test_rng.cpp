@@ -54,6 +54,32 @@ TEST_CASE("random_bits: key = seed halves, counter = (id, pos, step, salt)") {
   CHECK(dds::kBlockSize == 1024);
 }
 
+TEST_CASE("IdDraws: random_bits of one (seed, step, position, salt) over ids, bit for bit") {
+  std::mt19937_64 g(20261206);
+  const uint32_t salts[] = {dds::kSaltToken, dds::kSaltBlock, 0u, ~0u};
+  int checked = 0;
+  for (int s = 0; s < 2000; ++s) {
+    const uint64_t seed = s < 4 ? (s & 1 ? ~0ull : 0ull) : g();
+    const uint32_t step = s < 4 ? (s & 2 ? ~0u : 0u) : (uint32_t)g();
+    const uint32_t pos = (uint32_t)g(), salt = salts[s & 3];
+    const dds::IdDraws d(seed, step, pos, salt);
+    const uint32_t ids[] = {0u, 1u, 1023u, 1024u, 262143u, ~0u, (uint32_t)g(), (uint32_t)g()};
+    for (uint32_t id : ids) {
+      const uint64_t a = d.bits(id), b = dds::random_bits(seed, step, pos, id, salt);
+      if (a != b) {
+        FAIL_CHECK("IdDraws differs: seed " << seed << " step " << step << " pos " << pos
+                                            << " id " << id << " salt " << salt);
+        return;
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked == 16000);
+  // The third KAT through the stream.
+  CHECK(dds::IdDraws(0x299f31d0a4093822ull, 0x13198a2eu, 0x85a308d3u, 0x03707344u).bits(0x243f6a88u) ==
+        0x94fdccebd16cfe09ull);
+}
+
 TEST_CASE("uniform: odd multiples of 2^-53, exact, inside (0, 1)") {
   CHECK(dds::bits_to_uniform(0) == 0x1p-53);
   CHECK(dds::bits_to_uniform(~0ull) == 1.0 - 0x1p-53);
