@@ -33,12 +33,12 @@ __attribute__((always_inline)) inline void philox_lanes(uint64_t seed, uint32_t 
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int r = 0; r < 10; ++r) {
     if (r > 0) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
+      k0 += kPhiloxW0;
+      k1 += kPhiloxW1;
     }
     for (int i = 0; i < kLanes; ++i) {
-      const uint64_t p0 = (uint64_t)0xD2511F53u * c0[i];
-      const uint64_t p1 = (uint64_t)0xCD9E8D57u * c2[i];
+      const uint64_t p0 = (uint64_t)kPhiloxM0 * c0[i];
+      const uint64_t p1 = (uint64_t)kPhiloxM1 * c2[i];
       const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[i] ^ k0;
       const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[i] ^ k1;
       c0[i] = n0;

@@ -32,22 +32,31 @@ struct Philox4 {
   uint32_t x[4];
 };
 
+// Philox4x32's multipliers and Weyl key increments.
+constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
+// (hi, lo) of a * b from one 64-bit product (one wide multiply on the GPU: IdDraws).
+DDS_HD void mulhilo_wide(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
+  const uint64_t p = (uint64_t)a * (uint64_t)b;
+  *hi = (uint32_t)(p >> 32);
+  *lo = (uint32_t)p;
+}
+// (hi, lo) of a * b; on the GPU as __umulhi and a low multiply (philox4x32_10's form: the
+// kernels' code is tuned with it).
 DDS_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
 #if defined(__CUDA_ARCH__)
   *hi = __umulhi(a, b);
   *lo = a * b;
 #else
-  const uint64_t p = (uint64_t)a * (uint64_t)b;
-  *hi = (uint32_t)(p >> 32);
-  *lo = (uint32_t)p;
+  mulhilo_wide(a, b, hi, lo);
 #endif
 }
 
 // Philox4x32-10 (Salmon et al. 2011; Random123 / cuRAND): counter c[4], key k[2].
 DDS_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
                              uint32_t k1) {
-  const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-  const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  const uint32_t M0 = kPhiloxM0, M1 = kPhiloxM1, W0 = kPhiloxW0, W1 = kPhiloxW1;
 #pragma unroll
   for (int r = 0; r < 10; ++r) {
     if (r > 0) {
@@ -97,8 +106,7 @@ struct IdDraws {
   uint32_t k1[6];             // K1[3..8] (round 9's third word is not returned)
 
   DDS_HD IdDraws(uint64_t seed, uint32_t step, uint32_t position, uint32_t salt) {
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-    const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+    const uint32_t M0 = kPhiloxM0, M1 = kPhiloxM1, W0 = kPhiloxW0, W1 = kPhiloxW1;
     const uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
     uint32_t ah, al, bh, bl;
     philox_mulhilo(M1, step, &ah, &al);
@@ -112,15 +120,9 @@ struct IdDraws {
     for (int r = 3; r < 9; ++r) k1[r - 3] = s1 + (uint32_t)r * W1;
   }
 
-  // (hi, lo) of a * b from one 64-bit product: one wide multiply on the GPU.
-  static DDS_HD void mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
-    const uint64_t p = (uint64_t)a * (uint64_t)b;
-    *hi = (uint32_t)(p >> 32);
-    *lo = (uint32_t)p;
-  }
-
   DDS_HD uint64_t bits(uint32_t id) const {
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+    const uint32_t M0 = kPhiloxM0, M1 = kPhiloxM1;
+    constexpr auto mulhilo = mulhilo_wide;
     uint32_t hi0, lo0, hi1, lo1;
     mulhilo(M0, id, &hi0, &lo0);  // round 0
     uint32_t c2 = hi0 ^ r0;
