@@ -285,7 +285,8 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   for (int b = lane; b < nb; b += 32) km[b] = 0ull;
   __syncwarp();
   __threadfence();
-  const KeptSums ks = kept_list_sums(S, nS, lane, in_k, invT, md, km);
+  const KeptSums ks = kept_list_sums(S, nS, lane, in_k, invT, md,
+                                     [km](int b, unsigned long long ux) { atomicAdd(km + b, ux); });
   unsigned long long zf = ks.zf;
   long long ef = ks.ef;
   int nk = ks.nk;
@@ -303,7 +304,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : i);
   double best;
   int bbest;
-  best_block(km, nb, lane, 32, md, q, pos, best, bbest);
+  best_block([km](int b) { return __ldcg(km + b); }, nb, lane, 32, md, q, pos, best, bbest);
   const int bt = list_token(WarpTeam{lane}, q, pos, S, nS, bbest, in_k, [&](float l) { return row::temper(l, invT); });
   const int token = (bt == INT_MAX) ? amax : bt;
 

@@ -23,6 +23,9 @@ constexpr int kDefaultSms = 132;    // the H200's SM count: used when the device
 constexpr int kSplitBlocks = 8;     // split_finish_kernel: blocks (lists) per CTA, a warp each
 constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S buffers' capacity)
                                     // (and the split fallback's: its lists' capacity)
+constexpr int kSplitMaxBlocks = 1024;  // split_finish_kernel: blocks a row at most (V <= 2^20: its
+                                       // kept masses per block in shared memory)
+constexpr int kSplitSmemS = 1024;      // split_finish_kernel: S entries held in shared memory
 constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA, at most
 
 // What the plan depends on: the call's host-visible shape and the device.
@@ -225,8 +228,10 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   if (!p.direct_filter && p.filter_grid > 2 * sms) p.filter_grid = 2 * sms;
   if (o.filter_grid > 0 && !p.direct_filter) p.filter_grid = o.filter_grid;
   p.zero_fallback = s.run_filter && !p.direct_filter && !p.small_filter;
-  // (never beyond kSplitMaxRows rows, forced or not: the workspace holds S for that many)
+  // (never beyond kSplitMaxRows rows or kSplitMaxBlocks blocks, forced or not: the workspace holds
+  // S for that many rows, and the kernel's shared memory the block masses of that many blocks)
   p.split_finish = s.run_filter && !p.direct_filter && !p.small_filter && s.num_rows <= kSplitMaxRows &&
+                   p.nblocks <= kSplitMaxBlocks &&
                    pick(o.split, split_finish_default(s.num_rows, p.nblocks, s.run_top_p, sms));
   p.split_ctas = split_ctas_for(p.nblocks);
   // (columns per CTA forced: a multiple of 1024, from 1024 to 65536; else the rule)

@@ -64,15 +64,18 @@ __device__ __forceinline__ float minp_floor(float M, float invT, float ln_minp) 
 }
 
 // f(c, l) for the entries S[j] this lane owns (j = lane mod 32), four loads in flight; j0 /
-// step: a CTA's warps share the list (warp w: j0 = 128 w + lane, step 128 x warps).
-template <typename F>
+// step: a CTA's warps share the list (warp w: j0 = 128 w + lane, step 128 x warps). kCg: S is
+// in global memory, read with __ldcg (written in this kernel, by this or other CTAs, before a
+// fence); else S is read through a generic pointer (a list in shared memory, or in global memory
+// that the reader's last __threadfence() followed).
+template <bool kCg = true, typename F>
 __device__ __forceinline__ void for_list(const int2* S, int nS, int lane, F f, int j0 = -1,
                                          int step = 128) {
   for (j0 = j0 < 0 ? lane : j0; j0 < nS; j0 += step) {
     int2 e[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      e[u] = (j0 + 32 * u < nS) ? __ldcg(S + j0 + 32 * u) : make_int2(-1, 0);
+      e[u] = (j0 + 32 * u < nS) ? (kCg ? __ldcg(S + j0 + 32 * u) : S[j0 + 32 * u]) : make_int2(-1, 0);
 #pragma unroll
     for (int u = 0; u < 4; ++u)
       if (j0 + 32 * u < nS) f(e[u].x, __int_as_float(e[u].y));
@@ -674,40 +677,41 @@ __device__ __forceinline__ unsigned long long kept_terms(float a, double md, lon
   ef += __double2ll_rn(x * d * kMassScale);
   return __double2ull_rn(x * kMassScale);
 }
-// The kept sums of a filtered row over its list S[0, nS) (for_list's layout from j0, step): each
-// kept column's mass added to its block's entry of km (atomics) and to zf, its entropy term to ef;
-// nk counts them (this thread's parts).
+// The kept sums of a filtered row over its list S[0, nS) (for_list's layout from j0, step; kCg as
+// there): each kept column's mass handed to add(block, mass) (an atomic add to the block's kept
+// mass) and added to zf, its entropy term to ef; nk counts them (this thread's parts).
 struct KeptSums {
   unsigned long long zf = 0;
   long long ef = 0;
   int nk = 0;
 };
-template <class K>
+template <bool kCg = true, class K, class Add>
 __device__ __forceinline__ KeptSums kept_list_sums(const int2* S, int nS, int lane, const K& in_k, float invT,
-                                                   double md, unsigned long long* km, int j0 = -1,
+                                                   double md, const Add& add, int j0 = -1,
                                                    int step = 128) {
   KeptSums s;
-  for_list(S, nS, lane, [&](int c, float l) {
+  for_list<kCg>(S, nS, lane, [&](int c, float l) {
     const float a = row::temper(l, invT);
     if (!in_k(c, a)) return;
     const unsigned long long ux = kept_terms(a, md, s.ef);
-    if (ux) atomicAdd(km + (c >> 10), ux);
+    if (ux) add(c >> 10, ux);
     s.zf += ux;
     ++s.nk;
   }, j0, step);
   return s;
 }
 
-// A filtered row's winning block among its kept masses km[0, nb) (fixed point; 0: no kept
-// column): float64 score md + log(mass) + the block's Gumbel, ties by the lower block. This
-// thread scores blocks b0, b0 + step, ...; the result is its warp's best (best, bbest; bbest =
-// INT_MAX: none).
-__device__ __forceinline__ void best_block(const unsigned long long* km, int nb, int b0, int step, double md,
+// A filtered row's winning block among its kept masses kept_mass(b), b in [0, nb) (fixed point;
+// 0: no kept column): float64 score md + log(mass) + the block's Gumbel, ties by the lower block.
+// This thread scores blocks b0, b0 + step, ...; the result is its warp's best (best, bbest;
+// bbest = INT_MAX: none).
+template <class M>
+__device__ __forceinline__ void best_block(const M& kept_mass, int nb, int b0, int step, double md,
                                            const Req& q, uint32_t pos, double& best, int& bbest) {
   best = 0;
   bbest = INT_MAX;
   for (int b = b0; b < nb; b += step) {
-    const unsigned long long s = __ldcg(km + b);
+    const unsigned long long s = kept_mass(b);
     if (s == 0ull) continue;
     const double score = (md + log((double)s / kMassScale)) +
                          gumbel(q.seed, q.step, pos, (uint32_t)b, kSaltBlock);
@@ -717,8 +721,9 @@ __device__ __forceinline__ void best_block(const unsigned long long* km, int nb,
 }
 
 // The token of a filtered row among the list S[0, nS) (team_token over the entries of the winning
-// block bbest; for_list's layout: warp w of a CtaTeam walks entries 128 w + lane, step 128 x warps).
-template <class Team, class K, class A>
+// block bbest; for_list's layout and kCg: warp w of a CtaTeam walks entries 128 w + lane, step
+// 128 x warps).
+template <bool kCg = true, class Team, class K, class A>
 __device__ __forceinline__ int list_token(const Team& team, const Req& q, uint32_t pos,
                                           const int2* S, int nS, int bbest, const K& in_k,
                                           const A& to_a) {
@@ -727,7 +732,7 @@ __device__ __forceinline__ int list_token(const Team& team, const Req& q, uint32
   float lt;
   return team_token(team, q, pos, [&](auto f, auto) {
     if (bbest == INT_MAX) return;
-    for_list(S, nS, lane, [&](int c, float l) {
+    for_list<kCg>(S, nS, lane, [&](int c, float l) {
       if ((c >> 10) == bbest) f(c, l);
     }, j0, step);
   }, in_k, to_a, &lt);

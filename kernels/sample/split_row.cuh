@@ -14,6 +14,10 @@
 //  3. the row's last CTA to finish (a counter per row, zeroed by the row pass) runs the rest of
 //     finish_filtered on S with its 8 warps (CtaTeam): filter_thresholds, the kept sums in fixed
 //     point, the block scores, list_token, the outputs; or appends the row to the fallback list.
+//     Its S is copied to shared memory when it holds at most kSplitSmemS entries (every pass of
+//     the selects, the sums and the token search then read it there, and the selects need no
+//     list of their own), and the blocks' kept masses are summed in shared memory (mass_add: two
+//     32-bit words a block), so this step reads global memory once.
 // Every step of 3 is order-free (radix selects on counts and integer masses, integer sums,
 // exact argmaxes with ties by lower id) or is run by warp 0 in finish_filtered's lane order
 // (the header, the mass outside the lists, the guided sums), hence the same bits.
@@ -27,6 +31,8 @@ namespace ksample {
 
 struct SplitSmem {
   unsigned bins[kWBins * 3];  // 256 counts + 256 u64 masses; before the select: the lo keys
+  int2 S[kSplitSmemS];        // the last CTA's copy of S (nS <= kSplitSmemS)
+  uint32_t kmlo[kSplitMaxBlocks], kmhi[kSplitMaxBlocks];  // kept masses per block (mass_add)
   TeamSmem team;
   unsigned lcnt;
   Top2 t;
@@ -129,6 +135,13 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   CtaTeam team;
   team.lane = lane;
   team.sm = &sm.team;
+  const bool s_smem = nS <= kSplitSmemS;
+  if (s_smem)
+    for (int j = tid; j < nS; j += kRowWarps * 32) sm.S[j] = __ldcg(S + j);
+  for (int b = tid; b < nb; b += kRowWarps * 32) {
+    sm.kmlo[b] = 0u;
+    sm.kmhi[b] = 0u;
+  }
   if (wid == 0) {
     if (!P.pass_top2) {  // the first column of the maximum and the runner-up: its block re-read
       const Top2 tb = block_top2<DT>(P, q, row, t.i1, t.m1, lane);
@@ -149,17 +162,19 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   __syncthreads();
   t = sm.t;
   const double zo = sm.zo;
+  const int2* Sv = s_smem ? sm.S : S;  // (global: read after the __threadfence() above)
   auto each = [&](auto g) {
-    for_list(S, nS, lane, [&](int c, float l) {
+    for_list<false>(Sv, nS, lane, [&](int c, float l) {
       const float a = row::temper(l, invT);
       g(c, a, fkey(a));
     }, 128 * wid + lane, 128 * kRowWarps);
   };
   unsigned* hist = sm.bins;
   unsigned long long* hm = reinterpret_cast<unsigned long long*>(sm.bins + kWBins);
-  // (the row's lists are read by every CTA before its count: their area holds the select's list)
+  // (the row's lists are read by every CTA before its count: their area holds the select's list
+  // when S is not in shared memory)
   const FiltThr th = filter_thresholds(team, P, q, each, nS, complete, m, md, amin, Ua, hist, hm,
-                                       [&]() { return zo; }, cl, &sm.lcnt);
+                                       [&]() { return zo; }, s_smem ? nullptr : cl, &sm.lcnt);
   if (!th.ok || !th.inside) {  // not provable from the candidates: filter_kernel takes the row
     if (tid == 0) {
       const int slot = atomicAdd(P.fb_count, 1);
@@ -168,21 +183,21 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     return;
   }
   const Kept in_k{th.kthr, th.cid, amin};
-  // Kept sums in fixed point: per block (the block scores) and in all.
-  unsigned long long* km = P.kmass + (long long)row * nb;
-  for (int b = tid; b < nb; b += kRowWarps * 32) km[b] = 0ull;
-  __syncthreads();
-  __threadfence();
-  const KeptSums ks = kept_list_sums(S, nS, lane, in_k, invT, md, km, 128 * wid + lane, 128 * kRowWarps);
+  // Kept sums in fixed point: per block (the block scores; zeroed above) and in all (cta_sum_u64's
+  // barriers complete the block masses).
+  const KeptSums ks = kept_list_sums<false>(
+      Sv, nS, lane, in_k, invT, md,
+      [&](int b, unsigned long long ux) { mass_add(sm.kmlo, sm.kmhi, (uint32_t)b, ux); }, 128 * wid + lane,
+      128 * kRowWarps);
   const unsigned long long zf = cta_sum_u64(ks.zf, sm.wz);
   const long long ef = (long long)cta_sum_u64((unsigned long long)ks.ef, sm.we);
   const int nk = (int)cta_sum_u64((unsigned long long)ks.nk, sm.wz);
-  __threadfence();
   // Winning block (float64 scores; ties by lower block), then the token.
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
   double best;
   int bbest;
-  best_block(km, nb, tid, kRowWarps * 32, md, q, pos, best, bbest);
+  best_block([&](int b) { return mass_at(sm.kmlo, sm.kmhi, b); }, nb, tid, kRowWarps * 32, md, q, pos, best,
+             bbest);
   if (lane == 0) {
     sm.bv[wid] = best;
     sm.bi[wid] = bbest;
@@ -191,7 +206,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   best = 0;
   bbest = INT_MAX;
   for (int u = 0; u < kRowWarps; ++u) argmax_merge(best, bbest, sm.bv[u], sm.bi[u]);
-  const int bt = list_token(team, q, pos, S, nS, bbest, in_k, [&](float l) { return row::temper(l, invT); });
+  const int bt = list_token<false>(team, q, pos, Sv, nS, bbest, in_k, [&](float l) { return row::temper(l, invT); });
   const int token = (bt == INT_MAX) ? t.i1 : bt;
   if (tid == 0)
     filtered_outputs<DT>(P, q, row, token, t.i1, t.m2, Ml, m, th.kthr, th.cid, amin, zf, ef, nk,

@@ -46,6 +46,10 @@ TEST_CASE("the split finish while rows x CTAs per row stays within 6 x SMs (32 x
   CHECK(!plan_of(32000, 257, false, "split=1").split_finish);
   CHECK(plan_of(262144, 192, false, "split=1").split_finish);
   CHECK(!plan_of(262144, 8, false, "split=0").split_finish);
+  // Never above kSplitMaxBlocks blocks (V > 2^20), forced or not.
+  CHECK(plan_of(1048576, 1, false).split_finish);
+  CHECK(!plan_of(1048577, 1, false).split_finish);
+  CHECK(!plan_of(1048577, 1, false, "split=1").split_finish);
   // V <= 2048 rows take small_filter_kernel: no split.
   CHECK(!plan_of(1025, 8, true).split_finish);
 }
