@@ -48,24 +48,34 @@ __device__ __forceinline__ void filtered_outputs(const SampleParams& P, const Re
 //     50, S shrinks from ~1400 candidates to ~100 and the blocks read from ~256 to ~60. Every
 //     decision is unchanged: with top-k, |S| >= k before iff after (the k largest of S all reach
 //     lo), and the selection, masses and token only ever look at the kept set, which lies in S.
-// A row without a finite column has t.m1 = -inf and no bounds.
+// A row without a finite column has t.m1 = -inf and no bounds. Both read the row's block records
+// through R: RecsL2 (__ldcg of the records in global memory), or split_finish_kernel's copy of
+// the fields they read in shared memory.
+struct RecsL2 {
+  const BlockRec* r;
+  __device__ __forceinline__ float maxl(int b) const { return __ldcg(&r[b].maxl); }
+  __device__ __forceinline__ float second(int b) const { return __ldcg(&r[b].second); }
+  __device__ __forceinline__ int amax(int b) const { return __ldcg(&r[b].amax); }
+  __device__ __forceinline__ float ea(int b) const { return __ldcg(&r[b].ea); }
+};
 struct FilterBounds {
   float Ua, amin, lo;
   bool complete;
   bool topk_on;  // top-k is on: 0 < k < V
 };
 // 1: t and Ul.
-__device__ __forceinline__ void filter_top(const SampleParams& P, const BlockRec* recs, int lane, Top2& t,
+template <class R>
+__device__ __forceinline__ void filter_top(const SampleParams& P, const R& recs, int lane, Top2& t,
                                            float& Ul) {
   const int nb = P.nblocks;
   t = Top2{neg_inf(), INT_MAX, neg_inf()};
   Ul = -FLT_MAX;
   for (int b = lane; b < nb; b += 32) {
-    const float m1 = __ldcg(&recs[b].maxl);
+    const float m1 = recs.maxl(b);
     if (m1 == neg_inf()) continue;
-    Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b, P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
+    Top2 o{m1, P.pass_top2 ? recs.amax(b) : b, P.pass_top2 ? recs.second(b) : neg_inf()};
     t = top2_merge(t, o);
-    Ul = fmaxf(Ul, __ldcg(&recs[b].ea));
+    Ul = fmaxf(Ul, recs.ea(b));
   }
   t = warp_top2(t);
   Ul = warp_max(Ul);
@@ -95,7 +105,8 @@ __device__ __forceinline__ void guided_sums(const BlockRec* recs, int nb, int la
 }
 // 1 (continued) and 1b from m = row::temper(t.m1, invT) (t.m1 finite: a row with a finite column)
 // and Ul: complete, Ua, amin and lo.
-__device__ __forceinline__ FilterBounds filter_lo(const SampleParams& P, const Req& q, const BlockRec* recs,
+template <class R>
+__device__ __forceinline__ FilterBounds filter_lo(const SampleParams& P, const Req& q, const R& recs,
                                                   int lane, unsigned* keys, float m, float Ul) {
   FilterBounds fb;
   const int nb = P.nblocks;
@@ -114,7 +125,7 @@ __device__ __forceinline__ FilterBounds filter_lo(const SampleParams& P, const R
   if (topk_on && !fb.complete && nb <= kWBins * 3) {
     int nfin = 0;
     for (int b = lane; b < nb; b += 32) {
-      const float mb = __ldcg(&recs[b].maxl);
+      const float mb = recs.maxl(b);
       const bool fin = mb != neg_inf();
       keys[b] = fin ? fkey(mb) : 0u;
       nfin += fin ? 1 : 0;
@@ -150,7 +161,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   // 1 and 1b: the bounds from the block records (filter_top, filter_lo).
   Top2 t;
   float Ul;
-  filter_top(P, recs, lane, t, Ul);
+  filter_top(P, RecsL2{recs}, lane, t, Ul);
   if (t.m1 == neg_inf()) {
     if (lane == 0) write_empty(P, row);
     return;
@@ -166,7 +177,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   const int amax = t.i1;
   const float m = row::temper(Ml, invT);
   const double md = (double)m;
-  const FilterBounds fb = filter_lo(P, q, recs, lane, hist, m, Ul);
+  const FilterBounds fb = filter_lo(P, q, RecsL2{recs}, lane, hist, m, Ul);
   const bool complete = fb.complete;
   const float Ua = fb.Ua;
   const bool topk_on = fb.topk_on;

@@ -5,9 +5,11 @@
 // rows handed to filter_kernel.
 //
 // A row's CTAs each take kSplitBlocks consecutive blocks (a warp per block list):
-//  1. every CTA derives from the row's block records what finish_filtered derives (row maximum,
-//     U = the largest list bound, the top-k lower bound lo, the min-p threshold) with the same
-//     functions (filtered.cuh filter_top, filter_lo) in its warp 0, so every CTA holds the same values;
+//  1. every CTA copies the fields of the row's block records that steps 1 and 2 read to shared
+//     memory (one read by the whole CTA, in place of warp 0's chain of loads) and derives from
+//     them what finish_filtered derives (row maximum, U = the largest list bound, the top-k lower
+//     bound lo, the min-p threshold) with the same functions (filtered.cuh filter_top, filter_lo)
+//     in its warp 0, so every CTA holds the same values;
 //  2. it compacts its blocks' candidates with a > Ua and a >= lo into the row's S buffer (a
 //     global counter per row: S is a set, its order is free) and sums the fixed-point mass of
 //     the other candidates (top-p without top-k) with one 64-bit integer atomic per CTA;
@@ -33,6 +35,9 @@ struct SplitSmem {
   unsigned bins[kWBins * 3];  // 256 counts + 256 u64 masses; before the select: the lo keys
   int2 S[kSplitSmemS];        // the last CTA's copy of S (nS <= kSplitSmemS)
   uint32_t kmlo[kSplitMaxBlocks], kmhi[kSplitMaxBlocks];  // kept masses per block (mass_add)
+  // The row's block records' fields that steps 1 and 2 read.
+  float rmaxl[kSplitMaxBlocks], rsecond[kSplitMaxBlocks], rea[kSplitMaxBlocks];
+  int ramax[kSplitMaxBlocks], rpad[kSplitMaxBlocks];
   TeamSmem team;
   unsigned lcnt;
   Top2 t;
@@ -44,6 +49,19 @@ struct SplitSmem {
   double bv[kRowWarps];
   int bi[kRowWarps];
   double Zl, El;
+};
+
+static_assert(sizeof(BlockRec) == 32 && offsetof(BlockRec, amax) == 8 && offsetof(BlockRec, ea) == 16 &&
+                  offsetof(BlockRec, pad) == 28,
+              "BlockRec: two 16-byte words as split_finish_kernel reads them");
+static_assert(sizeof(SplitSmem) <= 48 * 1024, "SplitSmem: static shared memory");
+// filter_top / filter_lo's view of the staged records.
+struct RecsSmem {
+  const SplitSmem* s;
+  __device__ __forceinline__ float maxl(int b) const { return s->rmaxl[b]; }
+  __device__ __forceinline__ float second(int b) const { return s->rsecond[b]; }
+  __device__ __forceinline__ int amax(int b) const { return s->ramax[b]; }
+  __device__ __forceinline__ float ea(int b) const { return s->rea[b]; }
 };
 
 template <int DT>
@@ -64,13 +82,24 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   int2* S = P.split_s + (long long)row * nb * L;
   SplitRowCnt& rc = P.split_cnt[row];
 
+  // 1. The records' fields (a BlockRec is two 16-byte words: maxl second amax sa, ea sl el pad).
+  for (int b = tid; b < nb; b += kRowWarps * 32) {
+    const uint4* r = reinterpret_cast<const uint4*>(recs + b);
+    const uint4 x = __ldcg(r), y = __ldcg(r + 1);
+    sm.rmaxl[b] = __uint_as_float(x.x);
+    sm.rsecond[b] = __uint_as_float(x.y);
+    sm.ramax[b] = (int)x.z;
+    sm.rea[b] = __uint_as_float(y.x);
+    sm.rpad[b] = (int)y.w;
+  }
+  __syncthreads();
   if (wid == 0) {
     Top2 t;
     float Ul;
-    filter_top(P, recs, lane, t, Ul);
+    filter_top(P, RecsSmem{&sm}, lane, t, Ul);
     if (lane == 0) sm.t = t;
     if (t.m1 != neg_inf()) {  // (else the row is empty: the bounds are not read)
-      const FilterBounds fb = filter_lo(P, q, recs, lane, sm.bins, row::temper(t.m1, q.invT), Ul);
+      const FilterBounds fb = filter_lo(P, q, RecsSmem{&sm}, lane, sm.bins, row::temper(t.m1, q.invT), Ul);
       if (lane == 0) {
         sm.complete = fb.complete ? 1 : 0;
         sm.Ua = fb.Ua;
@@ -97,9 +126,9 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   unsigned long long zout = 0;
   const int b1 = min(nb, (part + 1) * kSplitBlocks);
   for (int b = part * kSplitBlocks + wid; b < b1; b += kRowWarps) {
-    int n = __ldcg(&recs[b].pad);
+    int n = sm.rpad[b];
     if (!want_zout && n > 0) {
-      const float ma = row::temper(__ldcg(&recs[b].maxl), invT);
+      const float ma = row::temper(sm.rmaxl[b], invT);
       if (!(ma > Ua && ma >= lo)) n = 0;
     }
     for (int j0 = 0; j0 < n; j0 += 32) {

@@ -19,6 +19,7 @@ inline long long __double2ll_rn(double x) { return (long long)std::nearbyint(x);
 template <typename T> inline T __ldg(const T* p) { return *p; }
 template <typename T> inline T __ldcg(const T* p) { return *(const volatile T*)p; }
 inline int2 __ldcg(const int2* p) { return *p; }
+inline uint4 __ldcg(const uint4* p) { return *p; }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __syncwarp(unsigned = 0xffffffffu) {
