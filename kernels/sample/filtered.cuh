@@ -34,9 +34,10 @@ __device__ __forceinline__ void filtered_outputs(const SampleParams& P, const Re
   write_row(P, row, token, amax, st, ri);
 }
 
-// Step 1 and 1b of the candidates' finish, from a row's block records alone, by one warp in a
-// fixed lane order (filter_top, then filter_lo; finish_filtered re-reads the maximum's block
-// between the two; every CTA of split_finish_kernel calls both: the same values):
+// Step 1 and 1b of the candidates' finish, from a row's block records alone, by a team
+// (filter_top, then filter_lo; finish_filtered's warp re-reads the maximum's block between the
+// two; every CTA of split_finish_kernel calls both with its 8 warps): every result is exact
+// (maxima, first argmax, runner-up, counts), so any team and order give the same values:
 //  1. the row maximum t (first block, or first column with the pass's top-2 records; runner-up),
 //     U = the largest list bound Ul: every finite column outside the lists has l < Ul, so
 //     a <= Ua; complete: no such column; the min-p threshold amin (a >= amin is kept: m only);
@@ -63,22 +64,22 @@ struct FilterBounds {
   bool complete;
   bool topk_on;  // top-k is on: 0 < k < V
 };
-// 1: t and Ul.
-template <class R>
-__device__ __forceinline__ void filter_top(const SampleParams& P, const R& recs, int lane, Top2& t,
+// 1: t and Ul, in every thread of the team.
+template <class Team, class R>
+__device__ __forceinline__ void filter_top(const Team& team, const SampleParams& P, const R& recs, Top2& t,
                                            float& Ul) {
   const int nb = P.nblocks;
   t = Top2{neg_inf(), INT_MAX, neg_inf()};
   Ul = -FLT_MAX;
-  for (int b = lane; b < nb; b += 32) {
+  for (int b = team.rank(); b < nb; b += Team::kSize) {
     const float m1 = recs.maxl(b);
     if (m1 == neg_inf()) continue;
     Top2 o{m1, P.pass_top2 ? recs.amax(b) : b, P.pass_top2 ? recs.second(b) : neg_inf()};
     t = top2_merge(t, o);
     Ul = fmaxf(Ul, recs.ea(b));
   }
-  t = warp_top2(t);
-  Ul = warp_max(Ul);
+  t = team_top2(team, t);
+  Ul = team_max(team, Ul);
 }
 // The block records' mass outside the candidate list S of a top-p row without top-k (a warp:
 // lane-strided over the blocks, then summed), in finish_filtered's order.
@@ -105,9 +106,10 @@ __device__ __forceinline__ void guided_sums(const BlockRec* recs, int nb, int la
 }
 // 1 (continued) and 1b from m = row::temper(t.m1, invT) (t.m1 finite: a row with a finite column)
 // and Ul: complete, Ua, amin and lo.
-template <class R>
-__device__ __forceinline__ FilterBounds filter_lo(const SampleParams& P, const Req& q, const R& recs,
-                                                  int lane, unsigned* keys, float m, float Ul) {
+template <class Team, class R>
+__device__ __forceinline__ FilterBounds filter_lo(const Team& team, const SampleParams& P, const Req& q,
+                                                  const R& recs, unsigned* keys, float m, float Ul) {
+  const int lane = team.lane;
   FilterBounds fb;
   const int nb = P.nblocks;
   const float invT = q.invT;
@@ -123,27 +125,24 @@ __device__ __forceinline__ FilterBounds filter_lo(const SampleParams& P, const R
     fb.amin = __shfl_sync(0xffffffffu, x, 0);
   }
   if (topk_on && !fb.complete && nb <= kWBins * 3) {
-    int nfin = 0;
-    for (int b = lane; b < nb; b += 32) {
+    // (each thread reads only the keys it wrote)
+    const int nfin = team_count(team, nb, [&](int b) {
       const float mb = recs.maxl(b);
       const bool fin = mb != neg_inf();
       keys[b] = fin ? fkey(mb) : 0u;
-      nfin += fin ? 1 : 0;
-    }
-    nfin = warp_sumi(nfin);
-    __syncwarp();
+      return fin;
+    });
+    team.sync();
     if (q.k <= nfin) {
       uint32_t pre = 0;
       for (int bit = 31; bit >= 20; --bit) {
         const uint32_t cand = pre | (1u << bit);
-        int c = 0;
-        for (int b = lane; b < nb; b += 32) c += keys[b] >= cand ? 1 : 0;
-        if (warp_sumi(c) >= q.k) pre = cand;
+        if (team_count(team, nb, [&](int b) { return keys[b] >= cand; }) >= q.k) pre = cand;
       }
       // (keys of finite values are >= fkey(-FLT_MAX) = 0x00800000; below it: no bound)
       if (pre >= 0x00800000u) fb.lo = row::temper(fkey_inv(pre), invT);
     }
-    __syncwarp();  // every lane has read the keys before the caller reuses them
+    team.sync();  // every thread has read the keys before the caller reuses them
   } else if (!topk_on && !(q.p < 1.f) && q.minp > 0.f) {
     fb.lo = fb.amin;
   }
@@ -161,7 +160,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   // 1 and 1b: the bounds from the block records (filter_top, filter_lo).
   Top2 t;
   float Ul;
-  filter_top(P, RecsL2{recs}, lane, t, Ul);
+  filter_top(WarpTeam{lane}, P, RecsL2{recs}, t, Ul);
   if (t.m1 == neg_inf()) {
     if (lane == 0) write_empty(P, row);
     return;
@@ -177,7 +176,7 @@ __device__ __noinline__ void finish_filtered(const SampleParams& P, const Req& q
   const int amax = t.i1;
   const float m = row::temper(Ml, invT);
   const double md = (double)m;
-  const FilterBounds fb = filter_lo(P, q, RecsL2{recs}, lane, hist, m, Ul);
+  const FilterBounds fb = filter_lo(WarpTeam{lane}, P, q, RecsL2{recs}, hist, m, Ul);
   const bool complete = fb.complete;
   const float Ua = fb.Ua;
   const bool topk_on = fb.topk_on;

@@ -209,6 +209,7 @@ struct TeamSmem {
   int wi[kRowWarps];
   float wl[kRowWarps];
   unsigned long long wz[3][kRowWarps];
+  Top2 wt[kRowWarps];
 };
 struct WarpTeam {
   static constexpr bool kCta = false;
@@ -243,6 +244,38 @@ __device__ __forceinline__ float team_max(const Team& team, float v) {
     for (int u = 0; u < kRowWarps; ++u) v = fmaxf(v, t.wf[u]);
   }
   return v;
+}
+// team_top2: the row maximum's Top2 (top2_merge: exact, so any order gives the same) in every
+// thread (CtaTeam: through wt, free again after the team's next barrier).
+template <class Team>
+__device__ __forceinline__ Top2 team_top2(const Team& team, Top2 v) {
+  v = warp_top2(v);
+  if constexpr (Team::kCta) {
+    TeamSmem& t = *team_smem(team);
+    if (team.lane == 0) t.wt[team.warp()] = v;
+    team.sync();
+    v = t.wt[0];
+#pragma unroll
+    for (int u = 1; u < kRowWarps; ++u) v = top2_merge(v, t.wt[u]);
+  }
+  return v;
+}
+// The number of b in [0, n) for which pred(b) holds, in every thread; pred is called for the
+// thread's own b (rank, rank + kSize, ...) only (WarpTeam: per-lane counts, then warp_sumi;
+// CtaTeam: one __syncthreads_count per kSize of b, a barrier each).
+template <class Team, class Pred>
+__device__ __forceinline__ int team_count(const Team& team, int n, Pred pred) {
+  int c = 0;
+  if constexpr (Team::kCta) {
+    for (int b0 = 0; b0 < n; b0 += Team::kSize) {
+      const int b = b0 + team.rank();
+      c += __syncthreads_count(b < n && pred(b));
+    }
+  } else {
+    for (int b = team.lane; b < n; b += 32) c += pred(b) ? 1 : 0;
+    c = warp_sumi(c);
+  }
+  return c;
 }
 // The best of the kRowWarps warps' bests in TeamSmem (wv / wi, and wl when L), in every lane of
 // the calling warp: lane u takes warp u's, three xor steps, then lane 0's to every lane. (A CTA

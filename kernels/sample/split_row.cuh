@@ -9,7 +9,7 @@
 //     memory (one read by the whole CTA, in place of warp 0's chain of loads) and derives from
 //     them what finish_filtered derives (row maximum, U = the largest list bound, the top-k lower
 //     bound lo, the min-p threshold) with the same functions (filtered.cuh filter_top, filter_lo)
-//     in its warp 0, so every CTA holds the same values;
+//     run by its 8 warps (exact values: every CTA holds finish_filtered's);
 //  2. it compacts its blocks' candidates with a > Ua and a >= lo into the row's S buffer (a
 //     global counter per row: S is a set, its order is free) and sums the fixed-point mass of
 //     the other candidates (top-p without top-k) with one 64-bit integer atomic per CTA;
@@ -41,8 +41,7 @@ struct SplitSmem {
   TeamSmem team;
   unsigned lcnt;
   Top2 t;
-  float lo, amin, Ua;
-  int last, complete;
+  int last;
   double zo;
   unsigned long long wz[kRowWarps], we[kRowWarps];
   int wn[kRowWarps];
@@ -93,23 +92,12 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     sm.rpad[b] = (int)y.w;
   }
   __syncthreads();
-  if (wid == 0) {
-    Top2 t;
-    float Ul;
-    filter_top(P, RecsSmem{&sm}, lane, t, Ul);
-    if (lane == 0) sm.t = t;
-    if (t.m1 != neg_inf()) {  // (else the row is empty: the bounds are not read)
-      const FilterBounds fb = filter_lo(P, q, RecsSmem{&sm}, lane, sm.bins, row::temper(t.m1, q.invT), Ul);
-      if (lane == 0) {
-        sm.complete = fb.complete ? 1 : 0;
-        sm.Ua = fb.Ua;
-        sm.amin = fb.amin;
-        sm.lo = fb.lo;
-      }
-    }
-  }
-  __syncthreads();
-  Top2 t = sm.t;
+  CtaTeam team;
+  team.lane = lane;
+  team.sm = &sm.team;
+  Top2 t;
+  float Ul;
+  filter_top(team, P, RecsSmem{&sm}, t, Ul);
   if (t.m1 == neg_inf()) {  // no finite column: one CTA writes the empty row
     if (part == 0 && tid == 0) write_empty(P, row);
     return;
@@ -117,8 +105,9 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   const float Ml = t.m1;
   const float m = row::temper(Ml, invT);
   const double md = (double)m;
-  const float Ua = sm.Ua, lo = sm.lo, amin = sm.amin;
-  const bool complete = sm.complete != 0;
+  const FilterBounds fb = filter_lo(team, P, q, RecsSmem{&sm}, sm.bins, m, Ul);
+  const float Ua = fb.Ua, lo = fb.lo, amin = fb.amin;
+  const bool complete = fb.complete;
   const bool topk_on = q.k > 0 && q.k < P.V;
   const bool want_zout = q.p < 1.f && q.p > 0.f && !topk_on;
 
@@ -161,9 +150,6 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   // 3. The row's last CTA: finish_filtered's steps 3-6 on S, shared by the 8 warps.
   const int nS = (int)*reinterpret_cast<volatile unsigned*>(&rc.ns);
   zout = *reinterpret_cast<volatile unsigned long long*>(&rc.zout);
-  CtaTeam team;
-  team.lane = lane;
-  team.sm = &sm.team;
   const bool s_smem = nS <= kSplitSmemS;
   if (s_smem)
     for (int j = tid; j < nS; j += kRowWarps * 32) sm.S[j] = __ldcg(S + j);
