@@ -231,35 +231,34 @@ struct CtaTeam {
 __device__ __forceinline__ TeamSmem* team_smem(const WarpTeam&) { return nullptr; }
 __device__ __forceinline__ TeamSmem* team_smem(const CtaTeam& t) { return t.sm; }
 
-// Team reductions. CtaTeam: each warp's result through TeamSmem (team_max: wf, free again after
-// the team's next barrier; team_argmax: wv / wi / wl, free again on return).
+// Team reductions. CtaTeam: each warp's result through TeamSmem (team_max: wf, team_top2: wt,
+// free again after the team's next barrier; team_argmax: wv / wi / wl, free again on return).
+// team_merge: every thread merges the warps' results w[0..kRowWarps) in that order, into its own
+// warp's value where merge is idempotent (kOwn: fmaxf), else from w[0] on.
+template <bool kOwn, class Team, class T, class W, class M>
+__device__ __forceinline__ T team_merge(const Team& team, T v, W slots, M merge) {
+  if constexpr (Team::kCta) {
+    T* w = slots(*team_smem(team));
+    if (team.lane == 0) w[team.warp()] = v;
+    team.sync();
+    if (!kOwn) v = w[0];
+#pragma unroll
+    for (int u = kOwn ? 0 : 1; u < kRowWarps; ++u) v = merge(v, w[u]);
+  }
+  return v;
+}
 template <class Team>
 __device__ __forceinline__ float team_max(const Team& team, float v) {
-  v = warp_max(v);
-  if constexpr (Team::kCta) {
-    TeamSmem& t = *team_smem(team);
-    if (team.lane == 0) t.wf[team.warp()] = v;
-    team.sync();
-#pragma unroll
-    for (int u = 0; u < kRowWarps; ++u) v = fmaxf(v, t.wf[u]);
-  }
-  return v;
+  return team_merge<true>(team, warp_max(v), [](TeamSmem& t) { return t.wf; },
+                          [](float a, float b) { return fmaxf(a, b); });
 }
-// team_top2: the row maximum's Top2 (top2_merge: exact, so any order gives the same) in every
-// thread (CtaTeam: through wt, free again after the team's next barrier).
+// The row maximum's Top2 (top2_merge: exact, so any order gives the same) in every thread.
 template <class Team>
 __device__ __forceinline__ Top2 team_top2(const Team& team, Top2 v) {
-  v = warp_top2(v);
-  if constexpr (Team::kCta) {
-    TeamSmem& t = *team_smem(team);
-    if (team.lane == 0) t.wt[team.warp()] = v;
-    team.sync();
-    v = t.wt[0];
-#pragma unroll
-    for (int u = 1; u < kRowWarps; ++u) v = top2_merge(v, t.wt[u]);
-  }
-  return v;
+  return team_merge<false>(team, warp_top2(v), [](TeamSmem& t) { return t.wt; },
+                           [](Top2 a, Top2 b) { return top2_merge(a, b); });
 }
+
 // The number of b in [0, n) for which pred(b) holds, in every thread; pred is called for the
 // thread's own b (rank, rank + kSize, ...) only (WarpTeam: per-lane counts, then warp_sumi;
 // CtaTeam: one __syncthreads_count per kSize of b, a barrier each).
