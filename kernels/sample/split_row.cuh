@@ -44,7 +44,6 @@ struct SplitSmem {
   int last;
   double zo;
   unsigned long long wz[kRowWarps], we[kRowWarps];
-  int wn[kRowWarps];
   double bv[kRowWarps];
   int bi[kRowWarps];
   double Zl, El;
