@@ -138,6 +138,7 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   P.small_cta = plan.small_cta;
   P.small_filter = plan.small_filter;
   P.small_filter_cta = plan.small_filter_cta;
+  P.small_joint = plan.small_joint;
   P.smem_row = plan.smem_row;  // the rows left to the filter kernel
   P.split_filter = plan.split_filter;
   P.sf_ctas = plan.sf_ctas;
@@ -155,7 +156,9 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   if (plan.zero_counters) e = cudaMemsetAsync(P.counters, 0, (size_t)P.num_rows * sizeof(int), s);
   if (e != cudaSuccess) return e;
   if (plan.run_plain) {  // unfiltered rows
-    if (plan.small_plain) {
+    if (plan.small_joint) {
+      // (small_filter_kernel below runs them)
+    } else if (plan.small_plain) {
       with_flags(plan.small_cta, mask, [&](auto cta, auto m) { launch_small_plain<DT, cta, m>(s, P); });
     } else {
       const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);

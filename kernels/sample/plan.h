@@ -51,6 +51,8 @@ struct SamplePlan {
   // Filtered rows.
   bool small_filter = false;      // V <= 2048: small_filter_kernel (no lists, no fallback)
   bool small_filter_cta = false;  //   with a CTA per row
+  bool small_joint = false;       //   its warp form also runs the unfiltered rows (no
+                                  //   small_plain_kernel launch)
   bool direct_filter = false;     // every filtered row to filter_kernel (no candidate lists)
   int fbpw = 1;                   // row_pass_kernel: consecutive blocks per warp (16-bit dtypes)
   bool pass_top2 = false;         // row_pass_kernel records each block's argmax and runner-up
@@ -75,7 +77,7 @@ struct SamplePlan {
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
       fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
-      split = -1, splitfilter = -1, sfcols = -1;
+      split = -1, splitfilter = -1, sfcols = -1, joint = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -175,7 +177,7 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"cf_wpc", &SamplePlanOverrides::cf_wpc},           {"smem_row", &SamplePlanOverrides::smem_row},
       {"exact_all", &SamplePlanOverrides::exact_all},     {"filter_grid", &SamplePlanOverrides::filter_grid},
       {"split", &SamplePlanOverrides::split},             {"splitfilter", &SamplePlanOverrides::splitfilter},
-      {"sfcols", &SamplePlanOverrides::sfcols},
+      {"sfcols", &SamplePlanOverrides::sfcols},           {"joint", &SamplePlanOverrides::joint},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -220,6 +222,8 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   p.direct_filter = pick(o.direct, false);
   p.small_filter = pick(o.small_filter, true) && small && !p.direct_filter;
   p.small_filter_cta = pick(o.cta, small_filter_cta_default(s.num_rows, sms));
+  p.small_joint = s.run_plain && s.run_filter && p.small_plain && p.small_filter && !p.small_filter_cta &&
+                  pick(o.joint, true);
   p.fbpw = o.fbpw > 0 && s.dtype != 0 ? o.fbpw : filtered_bpw(s.dtype, s.num_rows, p.nblocks);
   p.pass_top2 = pick(o.top2, pass_top2_default(s.num_rows, p.nblocks));
   p.cf_wpc = o.cf_wpc > 0 && o.cf_wpc <= kRowWarps ? o.cf_wpc : cand_finish_wpc(s.num_rows, sms);

@@ -167,27 +167,16 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
                     [&](float l) { return row::temper(l, q.invT); }, lt, P.small_exact_all != 0);
 }
 
-// CTA = true (few rows, small_cta_default): one CTA per row; warp 0 does everything but the
-// token pass, which all kRowWarps warps share (small_token): a shorter chain per row, the same
-// arithmetic, so the same bits as the warp per row.
-// MASK: the launch has allowed-token masks (P.allowed); without, the request's mask is a null
-// constant and the code is that of a launch without masks (plain_pass_kernel's rule).
-template <int DT, int NT, bool CTA, bool MASK>
-// Register caps: the warp form 64 (4 CTAs of 256 threads per SM) for rows of one block and a
-// short tail (80 measured no faster), 128 with a whole second block; the CTA
-// form 128.
-__global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
+// One unfiltered row (request q): small_plain_kernel's work, also run by small_filter_kernel's
+// warp form for the unfiltered rows of its launch (plan.small_joint). CTA: the CTA's warps on the
+// row (sm: their hand-overs); else the calling warp alone (sm unused).
+template <int DT, int NT, bool CTA>
+__device__ __forceinline__ void small_plain_row(const SampleParams& P, const Req& q, int row, SmallSmem* sm) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
   const int lane = threadIdx.x & 31;
   const int wid = threadIdx.x >> 5;
-  __shared__ SmallSmem sm;
-  const long long row_ll = CTA ? (long long)blockIdx.x : (long long)blockIdx.x * kRowWarps + wid;
-  if (row_ll >= P.num_rows) return;
-  const int row = (int)row_ll;
-  Req q = row_req<MASK>(P, row);
-  if (is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
   const bool need_a = !q.greedy;
   // Warp 0 (every warp of the warp-per-row form): the row in registers, block sums, maximum,
@@ -232,17 +221,17 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
     }
   }
   if constexpr (CTA) {  // every warp passes the same barriers
-    if (wid == 0 && lane == 0) sm.bb = bb;
+    if (wid == 0 && lane == 0) sm->bb = bb;
     __syncthreads();
-    bb = sm.bb;
+    bb = sm->bb;
   }
   if (bb == -2) return;
   const int amax = t.i1;
   int token = amax;
   float lt = Ml;
-  if (bb == 0) token = small_token<DT, NJ, CTA>(P, q, row, 0, pos, lane, &lt, &sm);
+  if (bb == 0) token = small_token<DT, NJ, CTA>(P, q, row, 0, pos, lane, &lt, sm);
   else if (bb == 1) {
-    if constexpr (NT > 0) token = small_token<DT, NT, CTA>(P, q, row, 1, pos, lane, &lt, &sm);
+    if constexpr (NT > 0) token = small_token<DT, NT, CTA>(P, q, row, 1, pos, lane, &lt, sm);
   }
   if (CTA && wid != 0) return;
   // Sums in the warp finish's order: lane b adds block b's terms, then warp_sumd.
@@ -260,6 +249,26 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
   plain_outputs<DT>(P, q, row, t, Ml, Ma, amax, token, Za, Ea, Zl, El, lt);
 }
 
+// CTA = true (few rows, small_cta_default): one CTA per row; warp 0 does everything but the
+// token pass, which all kRowWarps warps share (small_token): a shorter chain per row, the same
+// arithmetic, so the same bits as the warp per row.
+// MASK: the launch has allowed-token masks (P.allowed); without, the request's mask is a null
+// constant and the code is that of a launch without masks (plain_pass_kernel's rule).
+template <int DT, int NT, bool CTA, bool MASK>
+// Register caps: the warp form 64 (4 CTAs of 256 threads per SM) for rows of one block and a
+// short tail (80 measured no faster), 128 with a whole second block; the CTA
+// form 128.
+__global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) small_plain_kernel(const __grid_constant__ SampleParams P) {
+  const int wid = threadIdx.x >> 5;
+  __shared__ SmallSmem sm;
+  const long long row_ll = CTA ? (long long)blockIdx.x : (long long)blockIdx.x * kRowWarps + wid;
+  if (row_ll >= P.num_rows) return;
+  const int row = (int)row_ll;
+  const Req q = row_req<MASK>(P, row);
+  if (is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
+  small_plain_row<DT, NT, CTA>(P, q, row, &sm);
+}
+
 // Filtered rows of V <= 2048 (one block, or one block and a tail; NT as small_plain_kernel): one
 // warp per row, in one launch, instead of row_pass_kernel's candidate list (the whole row: 8 KB
 // of list writes per row) and cand_finish_kernel's second launch. The warp loads the row
@@ -274,26 +283,29 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
 // outputs are its bits (the plan override small_filter=0 selects the general path). The
 // choice depends on V only, so batch invariance holds whatever the order of the guided sums
 // (block_sums', the same arithmetic as row_pass_kernel's).
-constexpr int kSmallFiltWarps = 4;  // rows per CTA (static shared memory < 48 KB at NT = all)
+constexpr int kSmallFiltWarps = 1;  // rows per CTA (static shared memory < 48 KB at NT = all)
 // CTA = true (few rows, small_filter_cta_default): one row per CTA of kRowWarps
 // warps; warp 0 loads the row and writes the outputs, the selects, the kept list, its sums and the
 // token search are shared by the warps (CtaTeam). The same decisions and integer sums, so the
 // same bits as the warp per row.
-template <int DT, int NT, bool CTA>
-struct SmallFiltSmem {
-  static constexpr int kCols = kB + NT * 32 * Elt<DT>::VEC;  // columns held (>= V)
-  static constexpr int kRows = CTA ? 1 : kSmallFiltWarps;
-  unsigned bins[kRows][kWBins * 3];  // 256 counts + 256 u64 masses
-  uint32_t key[kRows][kCols];        // fkey(a); 0 for -inf
-  unsigned lcnt[kRows];
+struct SmallFiltCta {  // the CTA form's hand-overs
   TeamSmem team;
   Top2 t;
   int nfin, empty;
   float amin;
 };
+struct SmallFiltWarp {};
+template <int DT, int NT, bool CTA>
+struct SmallFiltSmem : std::conditional<CTA, SmallFiltCta, SmallFiltWarp>::type {
+  static constexpr int kCols = kB + NT * 32 * Elt<DT>::VEC;  // columns held (>= V)
+  static constexpr int kRows = CTA ? 1 : kSmallFiltWarps;
+  unsigned bins[kRows][kWBins * 3];  // 256 counts + 256 u64 masses
+  uint32_t key[kRows][kCols];        // fkey(a); 0 for -inf
+  unsigned lcnt[kRows];
+};
 // MASK: as small_plain_kernel's.
 template <int DT, int NT, bool CTA, bool MASK>
-__global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, CTA ? 2 : (NT <= 1 ? 7 : 5)) small_filter_kernel(const __grid_constant__ SampleParams P) {
+__global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, CTA ? 2 : (NT <= 1 ? 28 : 20) / kSmallFiltWarps) small_filter_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
@@ -310,7 +322,11 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   if (row_ll >= P.num_rows) return;  // (CTA: the whole CTA)
   const int row = (int)row_ll;
   Req q = row_req<MASK>(P, row);
-  if (!is_filtered(q, P.V)) return;  // (CTA: the whole CTA, one row)
+  if (!is_filtered(q, P.V)) {  // (CTA: the whole CTA, one row)
+    if constexpr (!CTA)
+      if (P.small_joint) small_plain_row<DT, NT, false>(P, q, row, nullptr);
+    return;
+  }
   const int V = P.V;
   const float invT = q.invT;
   uint32_t* skey = sm.key[slot];

@@ -450,6 +450,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
   };
   const Shape shapes[] = {{1025, 40, DDS_DTYPE_F32, DDS_STATS_GUIDED},
                           {2048, 300, DDS_DTYPE_BF16, DDS_STATS_PROCESSED},
+                          {1025, 600, DDS_DTYPE_BF16, DDS_STATS_GUIDED},
                           {5000, 40, DDS_DTYPE_BF16, DDS_STATS_PROCESSED},
                           {40000, 22, DDS_DTYPE_F32, DDS_STATS_PROCESSED},
                           {17000, 1030, DDS_DTYPE_F16, DDS_STATS_GUIDED},
@@ -465,7 +466,8 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
                          "top2=1", "fbpw=1", "fbpw=3", "bpw=1", "bpw=4", "cf_wpc=1",
                          "smem_row=0", "filter_grid=1", "split=0", "split=1",
                          "split=1,top2=0", "small_filter=0,split=1", "splitfilter=0",
-                         "splitfilter=1", "splitfilter=1,split=0", "splitfilter=1,top2=0", "direct=1"};
+                         "splitfilter=1", "splitfilter=1,split=0", "splitfilter=1,top2=0", "joint=0",
+                         "direct=1"};
   for (const Shape& sh : shapes) {
     Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 900 + sh.V, sh.stats, true);
     dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, sh.V, sh.rows, pb.R);
