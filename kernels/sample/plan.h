@@ -51,7 +51,7 @@ struct SamplePlan {
   // Filtered rows.
   bool small_filter = false;      // V <= 2048: small_filter_kernel (no lists, no fallback)
   bool small_filter_cta = false;  //   with a CTA per row
-  bool small_joint = false;       //   its warp form also runs the unfiltered rows (no
+  bool small_joint = false;       //   it also runs the unfiltered rows, in its form (no
                                   //   small_plain_kernel launch)
   bool direct_filter = false;     // every filtered row to filter_kernel (no candidate lists)
   int fbpw = 1;                   // row_pass_kernel: consecutive blocks per warp (16-bit dtypes)
@@ -222,8 +222,7 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   p.direct_filter = pick(o.direct, false);
   p.small_filter = pick(o.small_filter, true) && small && !p.direct_filter;
   p.small_filter_cta = pick(o.cta, small_filter_cta_default(s.num_rows, sms));
-  p.small_joint = s.run_plain && s.run_filter && p.small_plain && p.small_filter && !p.small_filter_cta &&
-                  pick(o.joint, true);
+  p.small_joint = s.run_plain && s.run_filter && p.small_plain && p.small_filter && pick(o.joint, true);
   p.fbpw = o.fbpw > 0 && s.dtype != 0 ? o.fbpw : filtered_bpw(s.dtype, s.num_rows, p.nblocks);
   p.pass_top2 = pick(o.top2, pass_top2_default(s.num_rows, p.nblocks));
   p.cf_wpc = o.cf_wpc > 0 && o.cf_wpc <= kRowWarps ? o.cf_wpc : cand_finish_wpc(s.num_rows, sms);

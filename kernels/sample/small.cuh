@@ -293,6 +293,7 @@ struct SmallFiltCta {  // the CTA form's hand-overs
   Top2 t;
   int nfin, empty;
   float amin;
+  SmallSmem plain;  // an unfiltered row's (plan.small_joint)
 };
 struct SmallFiltWarp {};
 template <int DT, int NT, bool CTA>
@@ -323,8 +324,10 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   const int row = (int)row_ll;
   Req q = row_req<MASK>(P, row);
   if (!is_filtered(q, P.V)) {  // (CTA: the whole CTA, one row)
-    if constexpr (!CTA)
-      if (P.small_joint) small_plain_row<DT, NT, false>(P, q, row, nullptr);
+    if (P.small_joint) {
+      if constexpr (CTA) small_plain_row<DT, NT, true>(P, q, row, &sm.plain);
+      else small_plain_row<DT, NT, false>(P, q, row, nullptr);
+    }
     return;
   }
   const int V = P.V;

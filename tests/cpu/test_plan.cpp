@@ -80,18 +80,18 @@ TEST_CASE("the split fallback: about 32 CTAs a row of 2048 to 8192 columns, with
   CHECK(plan_of(262144, 128, true, "splitfilter=1").split_filter);
 }
 
-TEST_CASE("V <= 2048: the warp form of small_filter_kernel also runs a mixed call's unfiltered rows") {
-  // A warp per row (more than 4 x SMs rows) with both kinds of rows: one launch.
+TEST_CASE("V <= 2048: small_filter_kernel also runs a mixed call's unfiltered rows") {
+  // Both kinds of rows: one launch, in either form of the kernel.
   CHECK(plan_of(1025, 4096, true, nullptr, true).small_joint);
   CHECK(plan_of(2048, 529, false, nullptr, true).small_joint);
-  // A CTA per row (<= 4 x SMs rows), one kind of row only, or V > 2048: small_plain_kernel, if
-  // any, runs its own launch.
-  CHECK(!plan_of(1025, 528, true, nullptr, true).small_joint);
+  CHECK(plan_of(1025, 8, true, nullptr, true).small_joint);
+  CHECK(plan_of(1025, 8, true, "cta=0", true).small_joint);
+  // One kind of row only, V > 2048 or the general path for either kind: no joint launch.
   CHECK(!plan_of(1025, 4096, true).small_joint);
   CHECK(!plan_of(2049, 4096, true, nullptr, true).small_joint);
   CHECK(!plan_of(1025, 4096, true, "joint=0", true).small_joint);
-  CHECK(!plan_of(1025, 4096, true, "cta=1", true).small_joint);
   CHECK(!plan_of(1025, 4096, true, "small_plain=0", true).small_joint);
+  CHECK(!plan_of(1025, 8, true, "small_filter=0", true).small_joint);
 }
 
 TEST_CASE("plan overrides: the parser names the item it cannot read") {
