@@ -113,8 +113,8 @@ inline void launch_small_plain(cudaStream_t s, const SampleParams& P) {
 }
 template <int DT, bool CTA, bool MASK>
 inline void launch_small_filter(cudaStream_t s, const SampleParams& P) {
-  const unsigned grid = CTA ? (unsigned)P.num_rows : (unsigned)((P.num_rows + kSmallFiltWarps - 1) / kSmallFiltWarps);
-  const unsigned nt = CTA ? kRowWarps * 32 : kSmallFiltWarps * 32;
+  const unsigned grid = (unsigned)P.num_rows;  // a row per CTA
+  const unsigned nt = CTA ? kRowWarps * 32 : 32;
   switch (small_groups_for<DT>(P.V)) {
     case 0: launch_kernel(s, small_filter_kernel<DT, 0, CTA, MASK>, grid, nt, 0, P); break;
     case 1: launch_kernel(s, small_filter_kernel<DT, 1, CTA, MASK>, grid, nt, 0, P); break;

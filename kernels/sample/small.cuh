@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
 // warp per row, in one launch, instead of row_pass_kernel's candidate list (the whole row: 8 KB
 // of list writes per row) and cand_finish_kernel's second launch. The warp loads the row
 // (small_load), takes its maximum, first argmax column and runner-up from the registers, and
-// stores the order-preserving keys of a = l / T in its part of shared memory; then what
+// stores the order-preserving keys of a = l / T in shared memory; then what
 // finish_filtered does on its list S runs on those keys, every finite column of the row being S
 // (complete): the thresholds (filter_thresholds: a radix select whose last two passes walk a list
 // of the columns inside the first digit's bin, fixed-point top-p masses), the kept set listed once
@@ -283,7 +283,11 @@ __global__ void __launch_bounds__(kRowWarps * 32, CTA ? 2 : (NT <= 1 ? 4 : 2)) s
 // outputs are its bits (the plan override small_filter=0 selects the general path). The
 // choice depends on V only, so batch invariance holds whatever the order of the guided sums
 // (block_sums', the same arithmetic as row_pass_kernel's).
-constexpr int kSmallFiltWarps = 1;  // rows per CTA (static shared memory < 48 KB at NT = all)
+// Each row is a CTA of its own (warp form: a CTA of one warp), so that a CTA holds its slot and
+// shared memory only while its own row runs: rows of unequal cost (a mixed call's top-p and top-k
+// rows) do not wait for each other. A call with unfiltered rows too runs them here as well
+// (plan.small_joint: small_plain_row, in this kernel's form), in place of a small_plain_kernel
+// launch after this one; the same code, so the same bits.
 // CTA = true (few rows, small_filter_cta_default): one row per CTA of kRowWarps
 // warps; warp 0 loads the row and writes the outputs, the selects, the kept list, its sums and the
 // token search are shared by the warps (CtaTeam). The same decisions and integer sums, so the
@@ -299,14 +303,13 @@ struct SmallFiltWarp {};
 template <int DT, int NT, bool CTA>
 struct SmallFiltSmem : std::conditional<CTA, SmallFiltCta, SmallFiltWarp>::type {
   static constexpr int kCols = kB + NT * 32 * Elt<DT>::VEC;  // columns held (>= V)
-  static constexpr int kRows = CTA ? 1 : kSmallFiltWarps;
-  unsigned bins[kRows][kWBins * 3];  // 256 counts + 256 u64 masses
-  uint32_t key[kRows][kCols];        // fkey(a); 0 for -inf
-  unsigned lcnt[kRows];
+  unsigned bins[kWBins * 3];  // 256 counts + 256 u64 masses
+  uint32_t key[kCols];        // fkey(a); 0 for -inf
+  unsigned lcnt;
 };
 // MASK: as small_plain_kernel's.
 template <int DT, int NT, bool CTA, bool MASK>
-__global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, CTA ? 2 : (NT <= 1 ? 28 : 20) / kSmallFiltWarps) small_filter_kernel(const __grid_constant__ SampleParams P) {
+__global__ void __launch_bounds__(CTA ? kRowWarps * 32 : 32, CTA ? 2 : (NT <= 1 ? 28 : 20)) small_filter_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
@@ -315,13 +318,11 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   __shared__ __align__(16) SmallFiltSmem<DT, NT, CTA> sm;
   const int lane = threadIdx.x & 31;
   const int wid = threadIdx.x >> 5;
-  const int slot = CTA ? 0 : wid;  // this row's part of sm
   Team team;
   team.lane = lane;
   if constexpr (CTA) team.sm = &sm.team;
-  const long long row_ll = CTA ? (long long)blockIdx.x : (long long)blockIdx.x * kSmallFiltWarps + wid;
-  if (row_ll >= P.num_rows) return;  // (CTA: the whole CTA)
-  const int row = (int)row_ll;
+  const int row = (int)blockIdx.x;
+  if (row >= P.num_rows) return;
   Req q = row_req<MASK>(P, row);
   if (!is_filtered(q, P.V)) {  // (CTA: the whole CTA, one row)
     if (P.small_joint) {
@@ -332,9 +333,9 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   }
   const int V = P.V;
   const float invT = q.invT;
-  uint32_t* skey = sm.key[slot];
-  unsigned* hist = sm.bins[slot];
-  unsigned long long* hm = reinterpret_cast<unsigned long long*>(sm.bins[slot] + kWBins);
+  uint32_t* skey = sm.key;
+  unsigned* hist = sm.bins;
+  unsigned long long* hm = reinterpret_cast<unsigned long long*>(sm.bins + kWBins);
   Top2 t{neg_inf(), INT_MAX, neg_inf()};
   double Zl = 0, El = 0;
   int nfin = 0;
@@ -428,7 +429,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   // Complete source: nothing lies outside it, so ok and inside always hold (top-k: k < nfin, or
   // top-k is off; top-p: its boundary lies in the source, whose mass is the row's).
   const FiltThr th = filter_thresholds(team, P, q, each, nfin, true, m, md, amin, neg_inf(), hist,
-                                       hm, []() { return 0.0; }, cl, &sm.lcnt[slot]);
+                                       hm, []() { return 0.0; }, cl, &sm.lcnt);
   const Kept in_k{th.kthr, th.cid, amin};
   // The kept columns as a list (c, a): in_k on the keys (a >= amin iff key >= fkey(amin), fkey
   // being order-preserving, with amin = 0 taken as -0.0, the lower key of the two zeros; -inf
@@ -437,7 +438,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : kSmallFiltWarps * 32, C
   const uint32_t kmin = max(kFinite, fkey(amin == 0.f ? -0.0f : amin));
   const uint32_t kthr = th.kthr;
   const int cid = th.cid;
-  unsigned* lcnt = &sm.lcnt[slot];
+  unsigned* lcnt = &sm.lcnt;
   if (CTA && team.rank() == 0) *lcnt = 0u;
   team.sync();
   int nl = 0;  // (warp form: the running count; CTA form: a shared counter per chunk)
