@@ -261,8 +261,10 @@ Problem request_alone(const Problem& big, int32_t r) {
 TEST_CASE("batch invariance: a request alone and inside a large mixed batch") {
   // 200 rows: the same kernels alone and in the batch. 1100 rows of 40 blocks: the batch's
   // unfiltered rows are finished by a warp per row, a request alone by a CTA per row (both add
-  // the block terms in the same order: identical statistics, not only tokens).
-  const std::pair<int32_t, int32_t> shapes[] = {{32001, 200}, {40000, 1100}};
+  // the block terms in the same order: identical statistics, not only tokens). V <= 2048: the
+  // batch's unfiltered rows run in small_filter_kernel (plan.small_joint; a CTA per row at 200
+  // rows, a warp at 1100), an unfiltered request alone in small_plain_kernel.
+  const std::pair<int32_t, int32_t> shapes[] = {{32001, 200}, {40000, 1100}, {2048, 200}, {1025, 1100}};
   for (const auto& shape : shapes) {
   const int32_t V = shape.first, rows = shape.second;
   CAPTURE(V);
