@@ -111,14 +111,14 @@ inline void launch_small_plain(cudaStream_t s, const SampleParams& P) {
     default: launch_kernel(s, small_plain_kernel<DT, 32 / Elt<DT>::VEC, CTA, MASK>, grid, kRowWarps * 32, 0, P); break;
   }
 }
-template <int DT, bool CTA, bool MASK>
+template <int DT, bool CTA, bool MASK, bool JOINT>
 inline void launch_small_filter(cudaStream_t s, const SampleParams& P) {
   const unsigned grid = (unsigned)P.num_rows;  // a row per CTA
   const unsigned nt = CTA ? kRowWarps * 32 : 32;
   switch (small_groups_for<DT>(P.V)) {
-    case 0: launch_kernel(s, small_filter_kernel<DT, 0, CTA, MASK>, grid, nt, 0, P); break;
-    case 1: launch_kernel(s, small_filter_kernel<DT, 1, CTA, MASK>, grid, nt, 0, P); break;
-    default: launch_kernel(s, small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA, MASK>, grid, nt, 0, P); break;
+    case 0: launch_kernel(s, small_filter_kernel<DT, 0, CTA, MASK, JOINT>, grid, nt, 0, P); break;
+    case 1: launch_kernel(s, small_filter_kernel<DT, 1, CTA, MASK, JOINT>, grid, nt, 0, P); break;
+    default: launch_kernel(s, small_filter_kernel<DT, 32 / Elt<DT>::VEC, CTA, MASK, JOINT>, grid, nt, 0, P); break;
   }
 }
 
@@ -138,7 +138,6 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   P.small_cta = plan.small_cta;
   P.small_filter = plan.small_filter;
   P.small_filter_cta = plan.small_filter_cta;
-  P.small_joint = plan.small_joint;
   P.smem_row = plan.smem_row;  // the rows left to the filter kernel
   P.split_filter = plan.split_filter;
   P.sf_ctas = plan.sf_ctas;
@@ -179,7 +178,10 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   }
   if (plan.run_filter) {  // filtered rows
     if (plan.small_filter) {
-      with_flags(plan.small_filter_cta, mask, [&](auto cta, auto m) { launch_small_filter<DT, cta, m>(s, P); });
+      with_flags(plan.small_filter_cta, mask, [&](auto cta, auto m) {
+        if (plan.small_joint) launch_small_filter<DT, cta, m, true>(s, P);
+        else launch_small_filter<DT, cta, m, false>(s, P);
+      });
     } else {
       if (!plan.direct_filter) {  // candidates from the streaming pass, a warp per row's finish
         const long long warps = (long long)P.num_rows * ((P.nblocks + P.fbpw - 1) / P.fbpw);

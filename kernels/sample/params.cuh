@@ -119,7 +119,6 @@ struct SampleParams {
   int small_cta;      // small_plain_kernel with a CTA per row (small_cta_default)
   int small_filter;   // filtered rows of V <= 2048: small_filter_kernel (no lists, no fallback)
   int small_filter_cta;  // small_filter_kernel with a CTA per row (small_filter_cta_default)
-  int small_joint;       // small_filter_kernel's warp form also runs the unfiltered rows
   int* counters;
   BlockRec* recs;
   RowInfo* rowinfo;

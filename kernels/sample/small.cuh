@@ -297,25 +297,31 @@ struct SmallFiltCta {  // the CTA form's hand-overs
   Top2 t;
   int nfin, empty;
   float amin;
-  SmallSmem plain;  // an unfiltered row's (plan.small_joint)
+};
+struct SmallFiltCtaJoint : SmallFiltCta {
+  SmallSmem plain;  // an unfiltered row's (JOINT)
 };
 struct SmallFiltWarp {};
-template <int DT, int NT, bool CTA>
-struct SmallFiltSmem : std::conditional<CTA, SmallFiltCta, SmallFiltWarp>::type {
+template <int DT, int NT, bool CTA, bool JOINT>
+struct SmallFiltSmem
+    : std::conditional<CTA, typename std::conditional<JOINT, SmallFiltCtaJoint, SmallFiltCta>::type,
+                       SmallFiltWarp>::type {
   static constexpr int kCols = kB + NT * 32 * Elt<DT>::VEC;  // columns held (>= V)
   unsigned bins[kWBins * 3];  // 256 counts + 256 u64 masses
   uint32_t key[kCols];        // fkey(a); 0 for -inf
   unsigned lcnt;
 };
-// MASK: as small_plain_kernel's.
-template <int DT, int NT, bool CTA, bool MASK>
+// MASK: as small_plain_kernel's. JOINT (plan.small_joint): the unfiltered rows too; a launch
+// without them has the kernel without their code (in the CTA form it cost the filtered rows up to
+// 21% at 8 x 1025: H100, dds_bench --quick, 8 runs a side).
+template <int DT, int NT, bool CTA, bool MASK, bool JOINT>
 __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : 32, CTA ? 2 : (NT <= 1 ? 28 : 20)) small_filter_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;
   constexpr uint32_t kFinite = 0x00800000u;  // keys of finite a are >= fkey(-FLT_MAX)
   using Team = typename std::conditional<CTA, CtaTeam, WarpTeam>::type;
-  __shared__ __align__(16) SmallFiltSmem<DT, NT, CTA> sm;
+  __shared__ __align__(16) SmallFiltSmem<DT, NT, CTA, JOINT> sm;
   const int lane = threadIdx.x & 31;
   const int wid = threadIdx.x >> 5;
   Team team;
@@ -325,7 +331,7 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : 32, CTA ? 2 : (NT <= 1 
   if (row >= P.num_rows) return;
   Req q = row_req<MASK>(P, row);
   if (!is_filtered(q, P.V)) {  // (CTA: the whole CTA, one row)
-    if (P.small_joint) {
+    if constexpr (JOINT) {
       if constexpr (CTA) small_plain_row<DT, NT, true>(P, q, row, &sm.plain);
       else small_plain_row<DT, NT, false>(P, q, row, nullptr);
     }
