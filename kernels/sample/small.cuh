@@ -312,8 +312,8 @@ struct SmallFiltSmem
   unsigned lcnt;
 };
 // MASK: as small_plain_kernel's. JOINT (plan.small_joint): the unfiltered rows too; a launch
-// without them has the kernel without their code (in the CTA form it cost the filtered rows up to
-// 21% at 8 x 1025: H100, dds_bench --quick, 8 runs a side).
+// without them has the kernel without their code (in the CTA form their code cost the filtered
+// rows 9-21% at 8 x 1025: docs/cuda_sample.md §4).
 template <int DT, int NT, bool CTA, bool MASK, bool JOINT>
 __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : 32, CTA ? 2 : (NT <= 1 ? 28 : 20)) small_filter_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
