@@ -167,9 +167,9 @@ __device__ __forceinline__ int small_token(const SampleParams& P, const Req& q, 
                     [&](float l) { return row::temper(l, q.invT); }, lt, P.small_exact_all != 0);
 }
 
-// One unfiltered row (request q): small_plain_kernel's work, also run by small_filter_kernel's
-// warp form for the unfiltered rows of its launch (plan.small_joint). CTA: the CTA's warps on the
-// row (sm: their hand-overs); else the calling warp alone (sm unused).
+// One unfiltered row (request q): small_plain_kernel's work, also run by small_filter_kernel for
+// the unfiltered rows of a mixed call (plan.small_joint: its JOINT instantiation, in its form).
+// CTA: the CTA's warps on the row (sm: their hand-overs); else the calling warp alone (sm unused).
 template <int DT, int NT, bool CTA>
 __device__ __forceinline__ void small_plain_row(const SampleParams& P, const Req& q, int row, SmallSmem* sm) {
   constexpr int VEC = Elt<DT>::VEC;
