@@ -171,11 +171,7 @@ void fill_probs_zero(const ProbsOut& po, int32_t V) {
 // The sort key of column t: the value's bits made order-preserving and descending (-0 as +0)
 // above the id, so that ascending keys are (x desc, id asc) and sorts compare integers only.
 inline uint64_t sort_key(float x, int32_t t) {
-  const float v = x == 0.f ? 0.f : x;
-  uint32_t b;
-  std::memcpy(&b, &v, 4);
-  const uint32_t asc = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // ascending in v
-  return ((uint64_t)~asc << 32) | (uint32_t)t;
+  return ((uint64_t)~row::order_key(x) << 32) | (uint32_t)t;  // (order_key: ascending in x)
 }
 
 // Sorts keys[0, n), made in ascending id order, ascending: a stable LSD radix sort on the value

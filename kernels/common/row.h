@@ -167,6 +167,19 @@ DDS_HD float make_l(float c, float u, bool guided, float g, uint32_t x, int32_t 
 }
 
 // ------------------------------------------------------------------------------------------------
+// The order of every selection, value descending, ties by id: order_key(a) is order-preserving
+// (larger a, larger key) with -0 and +0 one value (+0's key), so that the two zeros tie and their
+// ids decide, as the values compare; key_value(k) is its inverse (+0 for the zeros). The sampling
+// kernels' radix selects (fkey), the shard kernels, draft verification, the stash and the CPU
+// backend's sort keys all derive their keys from it.
+DDS_HD uint32_t order_key(float a) {
+  uint32_t b = f32_to_bits(a);
+  if (b == 0x80000000u) b = 0u;  // -0 -> +0
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+DDS_HD float key_value(uint32_t k) { return bits_to_f32((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
+// ------------------------------------------------------------------------------------------------
 // §3 temperature: a = l * invT (invT from rule::temperature); +inf -> FLT_MAX, and a finite l whose
 // product overflows to -inf stays in K0 as -FLT_MAX. l is a make_l value (never NaN or +inf).
 DDS_HD float temper(float l, float invT) {

@@ -23,13 +23,10 @@ namespace ksample {
 // boundary lies in S, min-p threshold above U, or S = every finite column), the warp selects the
 // thresholds on S (radix select, 8-bit digits), samples and writes every output; otherwise it
 // appends the row to the fallback list that filter_kernel then processes exactly.
-__device__ __forceinline__ uint32_t fkey(float a) {
-  const uint32_t u = __float_as_uint(a);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float fkey_inv(uint32_t K) {
-  return __uint_as_float((K & 0x80000000u) ? (K & 0x7fffffffu) : ~K);
-}
+// The selects' keys: row::order_key (kernels/common/row.h; -0 and +0 are one value, their columns
+// tie) and its inverse.
+__device__ __forceinline__ uint32_t fkey(float a) { return row::order_key(a); }
+__device__ __forceinline__ float fkey_inv(uint32_t K) { return row::key_value(K); }
 constexpr double kMassScale = 17592186044416.0;  // 2^44: fixed-point masses (e <= 1)
 // Candidates: cand_finish_kernel finishes each row, one warp per row, after the pass.
 constexpr int kWBins = 256;

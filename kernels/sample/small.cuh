@@ -438,10 +438,10 @@ __global__ void __launch_bounds__(CTA ? kRowWarps * 32 : 32, CTA ? 2 : (NT <= 1 
                                        hm, []() { return 0.0; }, cl, &sm.lcnt);
   const Kept in_k{th.kthr, th.cid, amin};
   // The kept columns as a list (c, a): in_k on the keys (a >= amin iff key >= fkey(amin), fkey
-  // being order-preserving, with amin = 0 taken as -0.0, the lower key of the two zeros; -inf
-  // columns hold key 0). A warp appends its 32-column chunks in column order; the warps' chunks
-  // interleave (the list is a set to every use below).
-  const uint32_t kmin = max(kFinite, fkey(amin == 0.f ? -0.0f : amin));
+  // being order-preserving, the two zeros one key; -inf columns hold key 0). A warp appends its
+  // 32-column chunks in column order; the warps' chunks interleave (the list is a set to every
+  // use below).
+  const uint32_t kmin = max(kFinite, fkey(amin));
   const uint32_t kthr = th.kthr;
   const int cid = th.cid;
   unsigned* lcnt = &sm.lcnt;

@@ -26,15 +26,9 @@ DDS_HD double neg_inf_d() {
 // (::exp and ::log: libm's on the host, CUDA's in device code)
 DDS_HD double dexp(double x) { return ::exp(x); }
 DDS_HD double dlog(double x) { return ::log(x); }
-// Order-preserving key of a (larger a -> larger key); -0 and +0 share the key of +0.
-DDS_HD uint32_t order_key(float a) {
-  if (a == 0.f) a = 0.f;
-  const uint32_t b = f32_to_bits(a);
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-DDS_HD float key_value(uint32_t k) {
-  return bits_to_f32((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
+// Order-preserving key of a and its inverse (kernels/common/row.h: -0 and +0 share +0's key).
+using row::key_value;
+using row::order_key;
 // (value desc, id asc)
 DDS_HD bool before(float va, int32_t ia, float vb, int32_t ib) {
   return va > vb || (va == vb && ia < ib);

@@ -31,17 +31,11 @@ constexpr unsigned kFull = 0xffffffffu;
 __device__ __forceinline__ float full_value(float x, float invT) {
   return fminf(row::sanitize(x) * invT, FLT_MAX);
 }
+// (value desc, index asc): row::order_key (-0 == +0) above the inverted index.
 __device__ __forceinline__ uint64_t make_key(float v, int32_t idx) {
-  uint32_t u = __float_as_uint(v);
-  if (u == 0x80000000u) u = 0;  // -0 == +0
-  const uint32_t o = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return ((uint64_t)o << 32) | (uint64_t)(~(uint32_t)idx);
+  return ((uint64_t)row::order_key(v) << 32) | (uint64_t)(~(uint32_t)idx);
 }
-__device__ __forceinline__ float key_value(uint64_t k) {
-  const uint32_t o = (uint32_t)(k >> 32);
-  const uint32_t u = (o & 0x80000000u) ? (o & 0x7fffffffu) : ~o;
-  return __uint_as_float(u);
-}
+__device__ __forceinline__ float key_value(uint64_t k) { return row::key_value((uint32_t)(k >> 32)); }
 __device__ __forceinline__ int32_t key_index(uint64_t k) { return (int32_t)(~(uint32_t)k); }
 
 using kwarp::warp_incl_scan;

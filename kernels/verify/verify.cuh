@@ -152,11 +152,10 @@ __device__ __forceinline__ float l_of(const RowRef& w, int32_t t) {
   return row::make_l(load_elt(w.base, w.dtype, t), 0.f, false, 0.f, t, row::Ban{w.banned, w.mask});
 }
 
-// Order-preserving key of (x desc, t asc): larger key ranks first. -0 and +0 are one value.
+// Order-preserving key of (x desc, t asc): larger key ranks first (row::order_key: -0 and +0
+// are one value).
 __device__ __forceinline__ uint64_t key_of(float x, int32_t t, int32_t V) {
-  uint32_t b = __float_as_uint(x == 0.f ? 0.f : x);
-  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-  return ((uint64_t)b << 32) | (uint32_t)(V - 1 - t);
+  return ((uint64_t)row::order_key(x) << 32) | (uint32_t)(V - 1 - t);
 }
 
 // p(t) of a row summarised by `info`: exactly the float32 the CPU dds_sample writes to probs.

@@ -11,7 +11,8 @@
 //   filter_grid, split, splitfilter, sfcols, joint; key=value), ban=N (the banned token, default 3) and mask=N (allowed-token
 //   masks, stride of 3 spare words: 1 dense (each column allowed with probability 0.7), 2 sparse
 //   (0.02, and one allowed column in every 97); both with every 9th request's mask all zero
-//   (DDS_REQ_EMPTY_ROW) and request 2's mask allowing columns 0..31 only); "A|B":
+//   (DDS_REQ_EMPTY_ROW) and request 2's mask allowing columns 0..31 only), zeros=1 (rows of
+//   +-0 with their thresholds among the zeros, g_zeros below); "A|B":
 //   plan A against the CPU, and plan B's outputs equal to plan A's bit for bit (e.g.
 //   split=1|split=0)
 #include <cuda_runtime.h>
@@ -50,6 +51,9 @@ float g_tscale = 1.f;
 int g_wide = 0;
 static const int kWideCases[8] = {20, 21, 22, 23, 24, 4, 12, 6};
 int g_case = -1;  // mode item case=N: every row of case N
+// Mode item zeros=1: rows of a few 1.0 columns and +-0 elsewhere (random signs), the thresholds
+// (top-k, top-p, min-p) among the zeros: -0 and +0 are one value, so the lower columns are kept.
+int g_zeros = 0;
 int case_of(int r) { return g_case >= 0 ? g_case : g_wide ? kWideCases[r % 8] : r % 22; }  // a row's case of make()
 Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   std::mt19937_64 rng(seed);
@@ -75,6 +79,14 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
     if (c == 23) q.p = 0.9f, q.mp = 0.01f, q.sigma = 1.f;
     if (c == 24) q.T = 1.2f, q.p = 0.9f, q.kind = 6;
     if (q.T > 0.f) q.T *= g_tscale;
+    const int ones = 2 + r % 5, cut = 1 + (r / 3) % 9;
+    if (g_zeros) {
+      q = sample_rows::Settings{};
+      if (r % 4 != 1) q.k = ones + cut;
+      if (r % 4 == 1) q.p = (float)((ones * std::exp(1.0) + cut - 0.5) / (ones * std::exp(1.0) + (V - ones - 1)));
+      if (r % 4 == 2) q.mp = 0.3f;
+      if (r % 4 == 3) q.p = 0.999f;
+    }
     sample_rows::push(pb, q);
     pb.seeds.push_back(rng()); pb.steps.push_back(rng() % 100);
     pb.pos.push_back(rng() % 100000);
@@ -86,6 +98,10 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
       if (kind != 3 && ud(rng) < 0.01f) v = -kInf;
       lg[(size_t)r * V + t] = v;
       uc[(size_t)r * V + t] = 2.f * nd(rng);
+    }
+    if (g_zeros) {
+      for (int t = 0; t < V; ++t) lg[(size_t)r * V + t] = (rng() & 1) ? -0.f : 0.f;
+      for (int j = 0; j < ones; ++j) lg[(size_t)r * V + rng() % V] = 1.f;
     }
   }
   if (dtype == 1) {
@@ -171,6 +187,7 @@ void parse_mode(const char* s) {
     else if (item.rfind("mask=", 0) == 0) g_mask = atoi(item.c_str() + 5);
     else if (item.rfind("wide=", 0) == 0) g_wide = atoi(item.c_str() + 5);
     else if (item.rfind("case=", 0) == 0) g_case = atoi(item.c_str() + 5);
+    else if (item.rfind("zeros=", 0) == 0) g_zeros = atoi(item.c_str() + 6);
     else if (item.rfind("sfrows=", 0) == 0) g_sf_min = atoi(item.c_str() + 7);
     else plan += (plan.empty() ? "" : ",") + item;
     p = e ? e + 1 : p + strlen(p);

@@ -5,7 +5,7 @@
 # Checks the kernels' logic on a machine without a GPU (not speed, not the device libm: exp2f
 # stands for ex2.approx; races: racecheck.sh).
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
-#        tests/emu/run_sample.sh <build dir> --quick                    22 cases (CI, CTest label emu)
+#        tests/emu/run_sample.sh <build dir> --quick                    28 cases (CI, CTest label emu)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
@@ -14,7 +14,8 @@
 #   wide=1 (rows of wide top-p nuclei), case=N (every row of case N of emu_sample.cpp's batch),
 #   sfrows=N (the split fallback must take >= N rows), hostile=K
 #   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
-#   mask=N (allowed-token masks: 1 dense, 2 sparse; emu_sample.cpp);
+#   mask=N (allowed-token masks: 1 dense, 2 sparse; emu_sample.cpp), zeros=1 (rows of +-0 whose
+#   thresholds fall among the zeros: -0 and +0 tie, the lower columns kept);
 #   "A|B": plan A against the CPU and plan B's outputs equal to A's bit for bit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -45,7 +46,9 @@ elif [ "${2:-}" = --quick ]; then
             "1025 40 0 1 mask=1" "5000 40 1 0 mask=2,small_plain=0,fuse=1" \
             "40000 22 0 0 mask=1,direct=1" "5000 44 1 1 mask=1,split=1|split=0" \
             "65536 8 0 0 wide=1,sfrows=3,splitfilter=1|wide=1,splitfilter=0" \
-            "70000 8 1 1 case=14" "300000 8 0 0 case=14,mask=1"; do
+            "70000 8 1 1 case=14" "300000 8 0 0 case=14,mask=1" \
+            "1025 600 0 0 zeros=1" "1025 8 1 0 zeros=1" "5000 40 1 0 zeros=1,mask=2" \
+            "70000 8 0 0 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
@@ -109,6 +112,14 @@ else
   done
   # More than 256 blocks: the CTA-per-row finish adds its block terms in chunks of 256.
   "$out/emu_sample" 300000 3 0 1 1 default 2>/dev/null | tail -1 || rc=1
+  # -0 and +0 one value (zeros=1): every kernel family's selects with the thresholds among the zeros.
+  for c in "1025 600 0 0 1 zeros=1" "1025 600 1 0 1 zeros=1,joint=0" "1025 40 0 0 1 zeros=1,cta=1|zeros=1,cta=0" \
+           "1025 40 1 0 1 zeros=1,small_filter=0" "5000 200 0 0 1 zeros=1" "5000 40 0 0 1 zeros=1,direct=1" \
+           "40000 40 1 0 1 zeros=1" "70000 16 0 0 1 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0" \
+           "300000 8 1 0 1 zeros=1,mask=1"; do
+    set -- $c
+    "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
+  done
   # Allowed-token masks (dense 1, sparse 2, all-zero requests: empty rows) on every kernel family.
   for c in "1025 40 0 1 1 mask=1" "1025 40 1 0 1 mask=2" "1025 40 1 0 1 mask=1,cta=0" \
            "1025 40 1 0 1 mask=2,exact_all=1" "1025 40 1 0 1 mask=1,small_plain=0,fuse=1" \
