@@ -154,10 +154,8 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   cudaError_t e = cudaSuccess;
   if (plan.zero_counters) e = cudaMemsetAsync(P.counters, 0, (size_t)P.num_rows * sizeof(int), s);
   if (e != cudaSuccess) return e;
-  if (plan.run_plain) {  // unfiltered rows
-    if (plan.small_joint) {
-      // (small_filter_kernel below runs them)
-    } else if (plan.small_plain) {
+  if (plan.run_plain && !plan.small_joint) {  // unfiltered rows (small_joint: small_filter_kernel's)
+    if (plan.small_plain) {
       with_flags(plan.small_cta, mask, [&](auto cta, auto m) { launch_small_plain<DT, cta, m>(s, P); });
     } else {
       const long long warps = (long long)P.num_rows * ((P.nblocks + P.bpw - 1) / P.bpw);
