@@ -79,14 +79,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
     if (c == 23) q.p = 0.9f, q.mp = 0.01f, q.sigma = 1.f;
     if (c == 24) q.T = 1.2f, q.p = 0.9f, q.kind = 6;
     if (q.T > 0.f) q.T *= g_tscale;
-    const int ones = 2 + r % 5, cut = 1 + (r / 3) % 9;
-    if (g_zeros) {
-      q = sample_rows::Settings{};
-      if (r % 4 != 1) q.k = ones + cut;
-      if (r % 4 == 1) q.p = (float)((ones * std::exp(1.0) + cut - 0.5) / (ones * std::exp(1.0) + (V - ones - 1)));
-      if (r % 4 == 2) q.mp = 0.3f;
-      if (r % 4 == 3) q.p = 0.999f;
-    }
+    if (g_zeros) q = sample_rows::zero_settings(r, V);
     sample_rows::push(pb, q);
     pb.seeds.push_back(rng()); pb.steps.push_back(rng() % 100);
     pb.pos.push_back(rng() % 100000);
@@ -99,10 +92,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
       lg[(size_t)r * V + t] = v;
       uc[(size_t)r * V + t] = 2.f * nd(rng);
     }
-    if (g_zeros) {
-      for (int t = 0; t < V; ++t) lg[(size_t)r * V + t] = (rng() & 1) ? -0.f : 0.f;
-      for (int j = 0; j < ones; ++j) lg[(size_t)r * V + rng() % V] = 1.f;
-    }
+    if (g_zeros) sample_rows::zero_row(r, V, rng, [&](int t, float v) { lg[(size_t)r * V + t] = v; });
   }
   if (dtype == 1) {
     pb.lg16.resize(lg.size());

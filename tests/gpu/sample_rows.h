@@ -95,6 +95,28 @@ inline float filter_logit(int kind, float v, int32_t t, int32_t V, std::mt19937_
   return v;
 }
 
+// Signed-zero rows (row r of V columns): a few 1.0 columns and +-0 everywhere else (random
+// signs), whose thresholds fall among the zeros (top-k keeps `cut` zeros, top-p's boundary lies
+// among them, min-p 0.3 < exp(-1) keeps every zero), so that the kept zeros are the lowest
+// columns whatever their sign (-0 and +0 are one value). zero_settings: the request's filters;
+// zero_row: put(t, value) for every column, drawing from rng.
+inline Settings zero_settings(int32_t r, int32_t V) {
+  const int ones = 2 + r % 5, cut = 1 + (r / 3) % 9;
+  const double e1 = std::exp(1.0);
+  Settings s;
+  if (r % 4 != 1) s.k = ones + cut;
+  if (r % 4 == 1) s.p = (float)((ones * e1 + cut - 0.5) / (ones * e1 + (V - ones - 1)));
+  if (r % 4 == 2) s.mp = 0.3f;
+  if (r % 4 == 3) s.p = 0.999f;
+  return s;
+}
+template <class Put>
+void zero_row(int32_t r, int32_t V, std::mt19937_64& rng, const Put& put) {
+  const int ones = 2 + r % 5;
+  for (int32_t t = 0; t < V; ++t) put(t, (rng() & 1) ? -0.f : 0.f);
+  for (int j = 0; j < ones; ++j) put((int32_t)(rng() % (uint64_t)V), 1.f);
+}
+
 }  // namespace sample_rows
 
 #endif  // DDS_TESTS_GPU_SAMPLE_ROWS_H_

@@ -441,11 +441,10 @@ TEST_CASE("parity: filtered rows through the candidates and the fallback (mixed 
   filter_parity(262144, 300, DDS_DTYPE_F32, seed++, DDS_STATS_PROCESSED, false);
 }
 
-// -0 and +0 are one value (docs/sampling.md: the order is value descending, ties by column): rows
-// of a few 1.0 columns and +-0 everywhere else (random signs), with top-k, top-p and min-p
-// thresholds that fall among the zeros, so that the kept zeros are the lowest columns whatever
-// their sign. Every output, probs included, against the CPU oracle, no row allowed to differ; the
-// small kernel (1025, both forms), the candidates (5000) and the many-block rows (40000).
+// -0 and +0 are one value (docs/sampling.md §3: the order is value descending, ties by column):
+// sample_rows' signed-zero rows, whose top-k, top-p and min-p thresholds fall among the zeros.
+// Every output, probs included, against the CPU oracle, no row allowed to differ; the small
+// kernel (1025, both forms), the candidates (5000) and the many-block rows (40000).
 TEST_CASE("parity: -0 and +0 tie at the thresholds (the lower column is kept)") {
   uint64_t seed = 4400;
   for (int32_t V : {1025, 5000, 40000})
@@ -456,23 +455,14 @@ TEST_CASE("parity: -0 and +0 tie at the thresholds (the lower column is kept)") 
         Problem pb = make_filter_problem(V, rows, dt, seed, DDS_STATS_PROCESSED, true);
         std::mt19937_64 rng(seed++);
         for (int32_t r = 0; r < rows; ++r) {
-          const int ones = 2 + r % 5, cut = 1 + (r / 3) % 9;
-          for (int32_t t = 0; t < V; ++t) put_value(pb.logits, dt, (size_t)r * V + t, (rng() & 1) ? -0.f : 0.f);
-          for (int j = 0; j < ones; ++j) put_value(pb.logits, dt, (size_t)r * V + rng() % V, 1.f);
-          pb.T[r] = 1.f;
-          pb.G[r] = 0.f;
-          pb.uoffs[r] = -1;
-          pb.K[r] = 0;
-          pb.P[r] = 1.f;
-          pb.MP[r] = 0.f;
-          // (top-k: `cut` zeros kept; top-p: the boundary among the zeros; min-p 0.3 < exp(-1):
-          // every zero kept; greedy-like top-p 0 rows keep the first 1.0)
-          switch (r % 4) {
-            case 0: pb.K[r] = ones + cut; break;
-            case 1: pb.P[r] = (float)((ones * std::exp(1.0) + cut - 0.5) / (ones * std::exp(1.0) + (V - ones - 1))); break;
-            case 2: pb.MP[r] = 0.3f; pb.K[r] = ones + cut; break;
-            case 3: pb.K[r] = ones + cut; pb.P[r] = 0.999f; break;
-          }
+          sample_rows::zero_row(r, V, rng, [&](int32_t t, float v) { put_value(pb.logits, dt, (size_t)r * V + t, v); });
+          const sample_rows::Settings q = sample_rows::zero_settings(r, V);
+          pb.T[r] = q.T;
+          pb.G[r] = q.g;
+          pb.uoffs[r] = q.uo;
+          pb.K[r] = q.k;
+          pb.P[r] = q.p;
+          pb.MP[r] = q.mp;
         }
         dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, pb.R);
         dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, pb.R);
