@@ -26,6 +26,7 @@ constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S 
 constexpr int kSplitMaxBlocks = 1024;  // split_finish_kernel: blocks a row at most (V <= 2^20: its
                                        // kept masses per block in shared memory)
 constexpr int kSplitSmemS = 1024;      // split_finish_kernel: S entries held in shared memory
+constexpr int kSplitRankS = 128;       // split_finish_kernel: top-k by ranks up to this |S|
 constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA, at most
 
 // What the plan depends on: the call's host-visible shape and the device.

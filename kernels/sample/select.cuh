@@ -112,6 +112,32 @@ __device__ __forceinline__ unsigned long long cta_sum_u64(unsigned long long v, 
   return s;
 }
 
+// cta_sum_u64 of three values per thread in one exchange (two barriers for the three): w has 3
+// slots per warp. Every thread gets the sums, in place.
+__device__ __forceinline__ void cta_sum3_u64(unsigned long long& a, unsigned long long& b,
+                                             unsigned long long& c, unsigned long long* w) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+    c += __shfl_xor_sync(0xffffffffu, c, o);
+  }
+  if (lane == 0) {
+    w[3 * wid] = a;
+    w[3 * wid + 1] = b;
+    w[3 * wid + 2] = c;
+  }
+  __syncthreads();
+  a = b = c = 0;
+  for (int u = 0; u < nw; ++u) {
+    a += w[3 * u];
+    b += w[3 * u + 1];
+    c += w[3 * u + 2];
+  }
+  __syncthreads();
+}
+
 // The warp's scan of a radix pass (select_src: 256 bins, 8 per lane): lane L sums its `per` bins
 // from hi = nbins - 1 - L per down (counts; fixed-point masses in mode 1; its lowest non-empty
 // bin), then the inclusive prefix over the lanes (bin_scan; radix_pick, filter_select.cuh, uses it
@@ -192,6 +218,10 @@ struct WSel {
 
 struct NoMass {
   __device__ __forceinline__ unsigned long long operator()(uint32_t) const { return 0ull; }
+};
+// filter_thresholds' top-k by another select (split_finish_kernel: ranks on a small S): none.
+struct NoRank {
+  __device__ __forceinline__ bool operator()(int, uint32_t&, int&) const { return false; }
 };
 // Who runs a select (select_src) or a token search (list_token): one warp (WarpTeam), or the
 // kRowWarps warps of a CTA (CtaTeam: every warp walks its share of the entries into the shared
@@ -590,19 +620,22 @@ __device__ __noinline__ Top2 block_top2(const SampleParams& P, const Req& q, int
 // the source has a <= Ua. outside(): the fixed-point mass of the finite columns outside the
 // source (asked for only by top-p without top-k; warp-collective). ok = false: the candidates
 // cannot settle top-k; inside = false: the kept set is not provably inside the source. lst / lcnt:
-// select_src's optional list (room for nS entries).
+// select_src's optional list (room for nS entries). topk(k, kthr, cid): a caller's own select of
+// top-k's threshold (the same kthr and cid as the radix select and its tie cut), or false (team-
+// uniform) to leave it to them.
 struct FiltThr {
   uint32_t kthr;
   int cid;
   bool ok, inside;
 };
-template <class Team, class Each, class Out>
+template <class Team, class Each, class Out, class TopK = NoRank>
 __device__ __forceinline__ FiltThr filter_thresholds(const Team& team, const SampleParams& P,
                                                      const Req& q, const Each& each, int nS,
                                                      bool complete, float m, double md,
                                                      float amin, float Ua, unsigned* hist,
                                                      unsigned long long* hm, const Out& outside,
-                                                     int2* lst = nullptr, unsigned* lcnt = nullptr) {
+                                                     int2* lst = nullptr, unsigned* lcnt = nullptr,
+                                                     const TopK& topk = TopK{}) {
   uint32_t kthr = 0;
   int cid = INT_MAX;
   bool inside = complete;  // the kept set provably lies in the source
@@ -625,13 +658,15 @@ __device__ __forceinline__ FiltThr filter_thresholds(const Team& team, const Sam
     } else if (nS < q.k) {
       ok = false;
     } else {
-      const WSel s = select_src<0>(team, each, q.k, no_target, hist, hm,
-                                   [](int, float, uint32_t&) { return true; }, NoMass{}, lst, lcnt);
-      const int rr = q.k - (int)s.above_cnt;
-      int c2 = INT_MAX;
-      if (rr < s.eq_cnt) c2 = tie_cut(s.key, rr);
-      kthr = s.key;
-      cid = c2;
+      if (!topk(q.k, kthr, cid)) {
+        const WSel s = select_src<0>(team, each, q.k, no_target, hist, hm,
+                                     [](int, float, uint32_t&) { return true; }, NoMass{}, lst, lcnt);
+        const int rr = q.k - (int)s.above_cnt;
+        int c2 = INT_MAX;
+        if (rr < s.eq_cnt) c2 = tie_cut(s.key, rr);
+        kthr = s.key;
+        cid = c2;
+      }
       inside = true;
       applied_k = true;
     }

@@ -314,8 +314,15 @@ struct SmallFiltSmem
 // MASK: as small_plain_kernel's. JOINT (plan.small_joint): the unfiltered rows too; a launch
 // without them has the kernel without their code (in the CTA form their code cost the filtered
 // rows 9-21% at 8 x 1025: docs/cuda_sample.md §4).
+// The warp form's register cap follows the rows that its shared memory lets an SM hold (a CTA
+// of one warp per row): 23 at V = 1025 (f32; bf16 22), so 88 registers (docs/cuda_sample.md §4).
+template <int NT>
+constexpr int small_filter_warp_ctas() {
+  return NT == 0 ? 28 : NT == 1 ? 23 : 20;
+}
 template <int DT, int NT, bool CTA, bool MASK, bool JOINT>
-__global__ void __launch_bounds__(CTA ? kRowWarps * 32 : 32, CTA ? 2 : (NT <= 1 ? 28 : 20)) small_filter_kernel(const __grid_constant__ SampleParams P) {
+__global__ void __launch_bounds__(CTA ? kRowWarps * 32 : 32, CTA ? 2 : small_filter_warp_ctas<NT>())
+    small_filter_kernel(const __grid_constant__ SampleParams P) {
   constexpr int VEC = Elt<DT>::VEC;
   constexpr int NJ = 32 / VEC;
   constexpr int N1 = NT > 0 ? NT * VEC : 1;

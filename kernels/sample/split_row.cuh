@@ -19,7 +19,9 @@
 //     Its S is copied to shared memory when it holds at most kSplitSmemS entries (every pass of
 //     the selects, the sums and the token search then read it there, and the selects need no
 //     list of their own), and the blocks' kept masses are summed in shared memory (mass_add: two
-//     32-bit words a block), so this step reads global memory once.
+//     32-bit words a block), so this step reads global memory once. On an S of at most
+//     kSplitRankS entries in shared memory, top-k's threshold comes from the entries' ranks
+//     (rank_topk: three barriers in place of the radix select's passes and its tie cut).
 // Every step of 3 is order-free (radix selects on counts and integer masses, integer sums,
 // exact argmaxes with ties by lower id) or is run by warp 0 in finish_filtered's lane order
 // (the header, the mass outside the lists, the guided sums), hence the same bits.
@@ -43,11 +45,57 @@ struct SplitSmem {
   Top2 t;
   int last;
   double zo;
-  unsigned long long wz[kRowWarps], we[kRowWarps];
+  unsigned long long wz[3 * kRowWarps];  // cta_sum_u64, cta_sum3_u64
   double bv[kRowWarps];
   int bi[kRowWarps];
   double Zl, El;
+  // rank_topk: S's keys (order key above the inverted column) and ranks, the k-th entry
+  unsigned long long rv[kSplitRankS];
+  unsigned rr[kSplitRankS];
+  uint32_t rkey;
+  int rcol;
 };
+
+// Top-k's threshold on a small S in shared memory (nS <= kSplitRankS, k <= nS) by ranks, in
+// place of the radix select's passes and its tie cut: entry j's rank in the order (a desc, t asc)
+// is the number of entries before it, its 64-bit key (fkey(a) above ~t) below theirs, counted by
+// the CTA's threads (256 / nS of them per entry, each over a share of S; the reads of one share
+// are broadcasts). The entry of rank k - 1 gives kthr = its key and cid = its column, or INT_MAX
+// when no entry of that key lies beyond it: the radix select's kthr and cid.
+__device__ __forceinline__ bool rank_topk(SplitSmem& sm, int nS, int k, float invT, uint32_t& kthr, int& cid) {
+  constexpr int kThreads = kRowWarps * 32;
+  if (nS > kSplitRankS || nS < 1) return false;
+  const int tid = threadIdx.x;
+  for (int j = tid; j < nS; j += kThreads) {
+    const int2 e = sm.S[j];
+    const float a = row::temper(__int_as_float(e.y), invT);
+    sm.rv[j] = ((unsigned long long)fkey(a) << 32) | (unsigned long long)(~(uint32_t)e.x);
+    sm.rr[j] = 0u;
+  }
+  __syncthreads();
+  const int parts = kThreads / nS;
+  if (tid < parts * nS) {
+    const int j = tid % nS, part = tid / nS;
+    const unsigned long long vj = sm.rv[j];
+    unsigned n = 0;
+    for (int i = part; i < nS; i += parts) n += sm.rv[i] > vj ? 1u : 0u;
+    atomicAdd(&sm.rr[j], n);
+  }
+  __syncthreads();
+  for (int j = tid; j < nS; j += kThreads)
+    if (sm.rr[j] == (unsigned)(k - 1)) {
+      sm.rkey = (uint32_t)(sm.rv[j] >> 32);
+      sm.rcol = (int)~(uint32_t)sm.rv[j];
+    }
+  __syncthreads();
+  const uint32_t K = sm.rkey;
+  bool beyond = false;
+  for (int j = tid; j < nS; j += kThreads) beyond |= (uint32_t)(sm.rv[j] >> 32) == K && sm.rr[j] >= (unsigned)k;
+  beyond = __syncthreads_or(beyond) != 0;
+  kthr = K;
+  cid = beyond ? sm.rcol : INT_MAX;
+  return true;
+}
 
 static_assert(sizeof(BlockRec) == 32 && offsetof(BlockRec, amax) == 8 && offsetof(BlockRec, ea) == 16 &&
                   offsetof(BlockRec, pad) == 28,
@@ -188,7 +236,10 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   // (the row's lists are read by every CTA before its count: their area holds the select's list
   // when S is not in shared memory)
   const FiltThr th = filter_thresholds(team, P, q, each, nS, complete, m, md, amin, Ua, hist, hm,
-                                       [&]() { return zo; }, s_smem ? nullptr : cl, &sm.lcnt);
+                                       [&]() { return zo; }, s_smem ? nullptr : cl, &sm.lcnt,
+                                       [&](int k, uint32_t& kthr, int& cid) {
+                                         return s_smem && rank_topk(sm, nS, k, invT, kthr, cid);
+                                       });
   if (!th.ok || !th.inside) {  // not provable from the candidates: filter_kernel takes the row
     if (tid == 0) {
       const int slot = atomicAdd(P.fb_count, 1);
@@ -197,15 +248,16 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     return;
   }
   const Kept in_k{th.kthr, th.cid, amin};
-  // Kept sums in fixed point: per block (the block scores; zeroed above) and in all (cta_sum_u64's
+  // Kept sums in fixed point: per block (the block scores; zeroed above) and in all (cta_sum3_u64's
   // barriers complete the block masses).
   const KeptSums ks = kept_list_sums<false>(
       Sv, nS, lane, in_k, invT, md,
       [&](int b, unsigned long long ux) { mass_add(sm.kmlo, sm.kmhi, (uint32_t)b, ux); }, 128 * wid + lane,
       128 * kRowWarps);
-  const unsigned long long zf = cta_sum_u64(ks.zf, sm.wz);
-  const long long ef = (long long)cta_sum_u64((unsigned long long)ks.ef, sm.we);
-  const int nk = (int)cta_sum_u64((unsigned long long)ks.nk, sm.wz);
+  unsigned long long zf = ks.zf, se = (unsigned long long)ks.ef, sn = (unsigned long long)ks.nk;
+  cta_sum3_u64(zf, se, sn, sm.wz);
+  const long long ef = (long long)se;
+  const int nk = (int)sn;
   // Winning block (float64 scores; ties by lower block), then the token.
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
   double best;
