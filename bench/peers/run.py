@@ -11,6 +11,7 @@ anyone) on the shapes of bench/ and checked statistically (a fast wrong peer is 
 Writes docs/benchmarks/peers.md (table) and docs/benchmarks/*.png (plots), stamped with the date
 and GPU name. Usage (on the GPU machine, with libdds built with CUDA):
     DDS_LIB=build-gpu/libdds.so python3 bench/peers/run.py [--quick] [--budget SECONDS]
+        [--rows 8,256] [--vocab 32000,262144]   (a part of the grid)
 """
 import argparse
 import datetime
@@ -308,6 +309,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a small grid (smoke test)")
     ap.add_argument("--budget", type=float, default=250.0,
                     help="seconds: past it only dds is timed, past 1.3x it no shape is")
+    ap.add_argument("--rows", help="comma-separated row counts (default 8,256,4096)")
+    ap.add_argument("--vocab", help="comma-separated V (default 1025,32000,151936,262144)")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "docs", "benchmarks"))
     args = ap.parse_args()
     lib = dds_ctypes.Lib(os.environ.get("DDS_LIB"))
@@ -318,6 +321,10 @@ def main():
     dtypes = [torch.float32, torch.bfloat16]
     if args.quick:
         Vs, rows_list, dtypes = [1025, 32000], [8, 256], [torch.bfloat16]
+    if args.rows:
+        rows_list = [int(x) for x in args.rows.split(",")]
+    if args.vocab:
+        Vs = [int(x) for x in args.vocab.split(",")]
     t0 = time.time()
     results = []  # dict rows
     skipped = {}
