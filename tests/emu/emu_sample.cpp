@@ -12,7 +12,8 @@
 //   masks, stride of 3 spare words: 1 dense (each column allowed with probability 0.7), 2 sparse
 //   (0.02, and one allowed column in every 97); both with every 9th request's mask all zero
 //   (DDS_REQ_EMPTY_ROW) and request 2's mask allowing columns 0..31 only), zeros=1 (rows of
-//   +-0 with their thresholds among the zeros, g_zeros below); "A|B":
+//   +-0 with their thresholds among the zeros, g_zeros below), ties=1 (two tie groups above a
+//   low floor, g_ties below); "A|B":
 //   plan A against the CPU, and plan B's outputs equal to plan A's bit for bit (e.g.
 //   split=1|split=0)
 #include <cuda_runtime.h>
@@ -54,6 +55,10 @@ int g_case = -1;  // mode item case=N: every row of case N
 // Mode item zeros=1: rows of a few 1.0 columns and +-0 elsewhere (random signs), the thresholds
 // (top-k, top-p, min-p) among the zeros: -0 and +0 are one value, so the lower columns are kept.
 int g_zeros = 0;
+// Mode item ties=1: rows of two tie groups (3s and 2s) above a low floor, the thresholds inside
+// the groups (sample_rows::tie_settings): few candidates, so the split finish's selects run by
+// ranks (RankSel) with ties at their boundaries.
+int g_ties = 0;
 int case_of(int r) { return g_case >= 0 ? g_case : g_wide ? kWideCases[r % 8] : r % 22; }  // a row's case of make()
 Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   std::mt19937_64 rng(seed);
@@ -80,6 +85,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
     if (c == 24) q.T = 1.2f, q.p = 0.9f, q.kind = 6;
     if (q.T > 0.f) q.T *= g_tscale;
     if (g_zeros) q = sample_rows::zero_settings(r, V);
+    if (g_ties) q = sample_rows::tie_settings(r, V);
     sample_rows::push(pb, q);
     pb.seeds.push_back(rng()); pb.steps.push_back(rng() % 100);
     pb.pos.push_back(rng() % 100000);
@@ -93,6 +99,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
       uc[(size_t)r * V + t] = 2.f * nd(rng);
     }
     if (g_zeros) sample_rows::zero_row(r, V, rng, [&](int t, float v) { lg[(size_t)r * V + t] = v; });
+    if (g_ties) sample_rows::tie_row(r, V, rng, [&](int t, float v) { lg[(size_t)r * V + t] = v; });
   }
   if (dtype == 1) {
     pb.lg16.resize(lg.size());
@@ -178,6 +185,7 @@ void parse_mode(const char* s) {
     else if (item.rfind("wide=", 0) == 0) g_wide = atoi(item.c_str() + 5);
     else if (item.rfind("case=", 0) == 0) g_case = atoi(item.c_str() + 5);
     else if (item.rfind("zeros=", 0) == 0) g_zeros = atoi(item.c_str() + 6);
+    else if (item.rfind("ties=", 0) == 0) g_ties = atoi(item.c_str() + 5);
     else if (item.rfind("sfrows=", 0) == 0) g_sf_min = atoi(item.c_str() + 7);
     else plan += (plan.empty() ? "" : ",") + item;
     p = e ? e + 1 : p + strlen(p);

@@ -5,7 +5,7 @@
 # Checks the kernels' logic on a machine without a GPU (not speed, not the device libm: exp2f
 # stands for ex2.approx; races: racecheck.sh).
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
-#        tests/emu/run_sample.sh <build dir> --quick                    28 cases (CI, CTest label emu)
+#        tests/emu/run_sample.sh <build dir> --quick                    29 cases (CI, CTest label emu)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
@@ -15,7 +15,8 @@
 #   sfrows=N (the split fallback must take >= N rows), hostile=K
 #   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
 #   mask=N (allowed-token masks: 1 dense, 2 sparse; emu_sample.cpp), zeros=1 (rows of +-0 whose
-#   thresholds fall among the zeros: -0 and +0 tie, the lower columns kept);
+#   thresholds fall among the zeros: -0 and +0 tie, the lower columns kept), ties=1 (two tie
+#   groups above a low floor: the split finish's selects on a small S meet ties);
 #   "A|B": plan A against the CPU and plan B's outputs equal to A's bit for bit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -48,7 +49,8 @@ elif [ "${2:-}" = --quick ]; then
             "65536 8 0 0 wide=1,sfrows=3,splitfilter=1|wide=1,splitfilter=0" \
             "70000 8 1 1 case=14" "300000 8 0 0 case=14,mask=1" \
             "1025 600 0 0 zeros=1" "1025 8 1 0 zeros=1" "5000 40 1 0 zeros=1,mask=2" \
-            "70000 8 0 0 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0"; do
+            "70000 8 0 0 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0" \
+            "40000 22 1 0 ties=1,split=1|ties=1,split=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
@@ -117,6 +119,12 @@ else
            "1025 40 1 0 1 zeros=1,small_filter=0" "5000 200 0 0 1 zeros=1" "5000 40 0 0 1 zeros=1,direct=1" \
            "40000 40 1 0 1 zeros=1" "70000 16 0 0 1 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0" \
            "300000 8 1 0 1 zeros=1,mask=1"; do
+    set -- $c
+    "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
+  done
+  # Ties at the thresholds of few candidates (ties=1): the split finish's selects on a small S.
+  for c in "40000 22 0 0 1 ties=1,split=1|ties=1,split=0" "151936 8 1 1 1 ties=1,split=1|ties=1,split=0" \
+           "262144 16 0 0 1 ties=1,split=1|ties=1,split=0" "5000 40 1 0 1 ties=1"; do
     set -- $c
     "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
   done

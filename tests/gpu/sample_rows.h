@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 namespace sample_rows {
 
@@ -115,6 +116,39 @@ void zero_row(int32_t r, int32_t V, std::mt19937_64& rng, const Put& put) {
   const int ones = 2 + r % 5;
   for (int32_t t = 0; t < V; ++t) put(t, (rng() & 1) ? -0.f : 0.f);
   for (int j = 0; j < ones; ++j) put((int32_t)(rng() % (uint64_t)V), 1.f);
+}
+
+// Rows of two tie groups above a low floor (row r of V columns): `a` columns at 3, `b` at 2 (at
+// distinct random columns), the rest N(-12, 1), so that few columns are candidates and the
+// thresholds fall inside a group: top-p inside the 3s (r % 4 == 0) or the 2s (1); top-k a + b
+// with top-p inside the 2s (2: the candidates are the kept ones, a small S); top-k inside the 2s
+// under top-p 0.999 (3). tie_settings: the request's filters; tie_row: put(t, value) for every
+// column, drawing from rng.
+inline Settings tie_settings(int32_t r, int32_t V) {
+  const int a = 2 + r % 5, b = 3 + (r / 5) % 4;
+  const int ja = 1 + (r / 4) % (a - 1), jb = 1 + (r / 4) % (b - 1);
+  const double e1 = std::exp(-1.0), z = a + b * e1;
+  Settings s;
+  if (r % 4 == 0) s.p = (float)((ja - 0.5) / z);
+  if (r % 4 == 1) s.p = (float)((a + (jb - 0.5) * e1) / z);
+  if (r % 4 == 2) s.k = a + b, s.p = (float)((a + (jb - 0.5) * e1) / z);
+  if (r % 4 == 3) s.k = a + jb, s.p = 0.999f;
+  (void)V;
+  return s;
+}
+template <class Put>
+void tie_row(int32_t r, int32_t V, std::mt19937_64& rng, const Put& put) {
+  const int a = 2 + r % 5, b = 3 + (r / 5) % 4;
+  std::normal_distribution<float> nd(-12.f, 1.f);
+  for (int32_t t = 0; t < V; ++t) put(t, nd(rng));
+  std::vector<int32_t> used;
+  for (int j = 0; j < a + b; ++j) {
+    int32_t t;
+    do t = (int32_t)(rng() % (uint64_t)V);
+    while (std::find(used.begin(), used.end(), t) != used.end());
+    used.push_back(t);
+    put(t, j < a ? 3.f : 2.f);
+  }
 }
 
 }  // namespace sample_rows

@@ -441,37 +441,60 @@ TEST_CASE("parity: filtered rows through the candidates and the fallback (mixed 
   filter_parity(262144, 300, DDS_DTYPE_F32, seed++, DDS_STATS_PROCESSED, false);
 }
 
+// Every output, probs included, against the CPU oracle, no row allowed to differ, on rows of
+// sample_rows' generators: make_row(r, V, rng, put) puts row r's values, settings(r, V) gives
+// its filters.
+template <class MakeRow, class RowSettings>
+void generated_parity(const char* name, int32_t V, int32_t rows, int32_t dt, uint64_t seed,
+                      const MakeRow& make_row, const RowSettings& settings) {
+  char what[128];
+  std::snprintf(what, sizeof what, "%s V=%d rows=%d dtype=%d", name, V, rows, dt);
+  Problem pb = make_filter_problem(V, rows, dt, seed, DDS_STATS_PROCESSED, true);
+  std::mt19937_64 rng(seed);
+  for (int32_t r = 0; r < rows; ++r) {
+    make_row(r, V, rng, [&](int32_t t, float v) { put_value(pb.logits, dt, (size_t)r * V + t, v); });
+    const sample_rows::Settings q = settings(r, V);
+    pb.T[r] = q.T;
+    pb.G[r] = q.g;
+    pb.uoffs[r] = q.uo;
+    pb.K[r] = q.k;
+    pb.P[r] = q.p;
+    pb.MP[r] = q.mp;
+  }
+  dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, pb.R);
+  dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, pb.R);
+  const Results rc = run(cpu, pb, false);
+  const Results rg = run(gpu, pb, true);
+  CHECK(compare(pb, rc, rg, what) == 0);
+  dds_destroy(cpu);
+  dds_destroy(gpu);
+}
+
 // -0 and +0 are one value (docs/sampling.md §3: the order is value descending, ties by column):
-// sample_rows' signed-zero rows, whose top-k, top-p and min-p thresholds fall among the zeros.
-// Every output, probs included, against the CPU oracle, no row allowed to differ; the small
-// kernel (1025, both forms), the candidates (5000) and the many-block rows (40000).
+// sample_rows' signed-zero rows, whose top-k, top-p and min-p thresholds fall among the zeros;
+// the small kernel (1025, both forms), the candidates (5000) and the many-block rows (40000).
 TEST_CASE("parity: -0 and +0 tie at the thresholds (the lower column is kept)") {
   uint64_t seed = 4400;
   for (int32_t V : {1025, 5000, 40000})
     for (int32_t rows : {8, 600})
-      for (int32_t dt : {DDS_DTYPE_F32, DDS_DTYPE_BF16}) {
-        char what[128];
-        std::snprintf(what, sizeof what, "signed zeros V=%d rows=%d dtype=%d", V, rows, dt);
-        Problem pb = make_filter_problem(V, rows, dt, seed, DDS_STATS_PROCESSED, true);
-        std::mt19937_64 rng(seed++);
-        for (int32_t r = 0; r < rows; ++r) {
-          sample_rows::zero_row(r, V, rng, [&](int32_t t, float v) { put_value(pb.logits, dt, (size_t)r * V + t, v); });
-          const sample_rows::Settings q = sample_rows::zero_settings(r, V);
-          pb.T[r] = q.T;
-          pb.G[r] = q.g;
-          pb.uoffs[r] = q.uo;
-          pb.K[r] = q.k;
-          pb.P[r] = q.p;
-          pb.MP[r] = q.mp;
-        }
-        dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, pb.R);
-        dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, pb.R);
-        const Results rc = run(cpu, pb, false);
-        const Results rg = run(gpu, pb, true);
-        CHECK(compare(pb, rc, rg, what) == 0);
-        dds_destroy(cpu);
-        dds_destroy(gpu);
-      }
+      for (int32_t dt : {DDS_DTYPE_F32, DDS_DTYPE_BF16})
+        generated_parity("signed zeros", V, rows, dt, seed++,
+                         [](int32_t r, int32_t v, std::mt19937_64& g, const auto& put) { sample_rows::zero_row(r, v, g, put); },
+                         sample_rows::zero_settings);
+}
+
+// Ties at the thresholds of few candidates: sample_rows' tie rows (3s and 2s above a low floor),
+// whose top-p boundary or top-k cut falls inside a group, so that the split finish's selects on
+// a small S (split_row.cuh) meet ties; the candidates (5000), the many-block rows (40000,
+// 151936, 262144).
+TEST_CASE("parity: tie groups at the thresholds of few candidates") {
+  uint64_t seed = 4500;
+  for (int32_t V : {5000, 40000, 151936, 262144})
+    for (int32_t rows : {8, 64})
+      for (int32_t dt : {DDS_DTYPE_F32, DDS_DTYPE_BF16})
+        generated_parity("tie groups", V, rows, dt, seed++,
+                         [](int32_t r, int32_t v, std::mt19937_64& g, const auto& put) { sample_rows::tie_row(r, v, g, put); },
+                         sample_rows::tie_settings);
 }
 
 // Every plan computes the same bits (kernels/sample/plan.h): the default plan's outputs against
