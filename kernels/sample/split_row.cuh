@@ -64,6 +64,7 @@ struct SplitSmem {
 // when no entry of that key lies beyond it: the radix select's kthr and cid.
 __device__ __forceinline__ bool rank_topk(SplitSmem& sm, int nS, int k, float invT, uint32_t& kthr, int& cid) {
   constexpr int kThreads = kRowWarps * 32;
+  static_assert(kSplitRankS <= kThreads, "rank_topk: at least one thread per entry of S");
   if (nS > kSplitRankS || nS < 1) return false;
   const int tid = threadIdx.x;
   for (int j = tid; j < nS; j += kThreads) {
