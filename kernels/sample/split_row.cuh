@@ -21,7 +21,7 @@
 //     list of their own), and the blocks' kept masses are summed in shared memory (mass_add: two
 //     32-bit words a block), so this step reads global memory once. On an S of at most
 //     kSplitRankS entries in shared memory, top-k's threshold comes from the entries' ranks
-//     (rank_topk: three barriers in place of the radix select's passes and its tie cut).
+//     (rank_topk: four barriers in place of the radix select's passes and its tie cut).
 // Every step of 3 is order-free (radix selects on counts and integer masses, integer sums,
 // exact argmaxes with ties by lower id) or is run by warp 0 in finish_filtered's lane order
 // (the header, the mass outside the lists, the guided sums), hence the same bits.

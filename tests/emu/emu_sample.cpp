@@ -56,8 +56,8 @@ int g_case = -1;  // mode item case=N: every row of case N
 // (top-k, top-p, min-p) among the zeros: -0 and +0 are one value, so the lower columns are kept.
 int g_zeros = 0;
 // Mode item ties=1: rows of two tie groups (3s and 2s) above a low floor, the thresholds inside
-// the groups (sample_rows::tie_settings): few candidates, so the split finish's selects run by
-// ranks (RankSel) with ties at their boundaries.
+// the groups (sample_rows::tie_settings); the rows with top-k have few candidates, so the split
+// finish's top-k runs by ranks (rank_topk) with ties at its cut.
 int g_ties = 0;
 int case_of(int r) { return g_case >= 0 ? g_case : g_wide ? kWideCases[r % 8] : r % 22; }  // a row's case of make()
 Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {

@@ -119,12 +119,12 @@ void zero_row(int32_t r, int32_t V, std::mt19937_64& rng, const Put& put) {
 }
 
 // Rows of two tie groups above a low floor (row r of V columns): `a` columns at 3, `b` at 2 (at
-// distinct random columns), the rest N(-12, 1), so that few columns are candidates and the
-// thresholds fall inside a group: top-p inside the 3s (r % 4 == 0) or the 2s (1); top-k a + b
-// with top-p inside the 2s (2: the candidates are the kept ones, a small S); top-k inside the 2s
-// under top-p 0.999 (3). tie_settings: the request's filters; tie_row: put(t, value) for every
+// distinct random columns), the rest N(-12, 1), the thresholds inside a group: top-p inside the
+// 3s (r % 4 == 0) or the 2s (1; these rows' candidates number hundreds); top-k a + b with top-p
+// inside the 2s (2) and top-k inside the 2s under top-p 0.999 (3), whose candidates are few (the
+// split finish's small S). tie_settings: the request's filters; tie_row: put(t, value) for every
 // column, drawing from rng.
-inline Settings tie_settings(int32_t r, int32_t V) {
+inline Settings tie_settings(int32_t r, int32_t /*V*/) {
   const int a = 2 + r % 5, b = 3 + (r / 5) % 4;
   const int ja = 1 + (r / 4) % (a - 1), jb = 1 + (r / 4) % (b - 1);
   const double e1 = std::exp(-1.0), z = a + b * e1;
@@ -133,7 +133,6 @@ inline Settings tie_settings(int32_t r, int32_t V) {
   if (r % 4 == 1) s.p = (float)((a + (jb - 0.5) * e1) / z);
   if (r % 4 == 2) s.k = a + b, s.p = (float)((a + (jb - 0.5) * e1) / z);
   if (r % 4 == 3) s.k = a + jb, s.p = 0.999f;
-  (void)V;
   return s;
 }
 template <class Put>
