@@ -143,6 +143,7 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   P.sf_ctas = plan.sf_ctas;
   P.sf_cols = plan.sf_cols;
   P.split_finish = plan.split_finish;
+  P.split_rank = plan.split_rank;
   // Counters are zero at rest only within one operation (the workspace is shared with
   // dds_verify_drafts), so a plan that uses them clears them on the stream: the fused plain
   // pass's per-row counters by a memset node, the filtered path's counters and per-row records

@@ -144,6 +144,7 @@ struct SampleParams {
   // the per-row records of those kernels (plan.zero_fallback: the row pass comes first)
   int pass_zeroes;
   int split_finish;
+  int split_rank;  // split_finish_kernel: top-k by ranks when |S| <= this (plan.split_rank)
   SplitFiltRow* sf_rows;
   int* sf_list;
 };

@@ -26,7 +26,8 @@ constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S 
 constexpr int kSplitMaxBlocks = 1024;  // split_finish_kernel: blocks a row at most (V <= 2^20: its
                                        // kept masses per block in shared memory)
 constexpr int kSplitSmemS = 1024;      // split_finish_kernel: S entries held in shared memory
-constexpr int kSplitRankS = 128;       // split_finish_kernel: top-k by ranks up to this |S|
+constexpr int kSplitRankMax = 256;     // split_finish_kernel: top-k by ranks, |S| at most (a
+                                       // thread per entry; the plan's split_rank is the limit)
 constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA, at most
 
 // What the plan depends on: the call's host-visible shape and the device.
@@ -67,6 +68,8 @@ struct SamplePlan {
                                   // pass over several CTAs per row first (split_filter.cuh)
   int sf_cols = kSplitFiltCols;   //   columns per CTA (a multiple of 1024)
   int sf_ctas = 1;                //   their CTAs per row (from V only)
+  int split_rank = 0;             // split_finish_kernel: top-k by ranks when |S| is at most this
+                                  // (0: always the radix select)
   // Tests only: small_plain_kernel scores every column of the winning block exactly.
   bool small_exact_all = false;
   // Derived launch shapes.
@@ -78,7 +81,7 @@ struct SamplePlan {
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
       fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
-      split = -1, splitfilter = -1, sfcols = -1, joint = -1;
+      split = -1, splitfilter = -1, sfcols = -1, joint = -1, rank = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -146,6 +149,9 @@ constexpr int split_ctas_for(int nblocks) { return (nblocks + kSplitBlocks - 1) 
 inline bool split_finish_default(int num_rows, int nblocks, bool top_p, int num_sms) {
   return (long long)num_rows * split_ctas_for(nblocks) <= (long long)(top_p ? 32 : 6) * num_sms;
 }
+// split_finish_kernel's top-k threshold by ranks (rank_topk) when S is in shared memory and holds
+// at most this many entries; the radix select's passes above. RANK_RULE
+constexpr int split_rank_default() { return 128; }
 // The split fallback (split_hist_kernel, split_bound_kernel) for the fallback rows of V >
 // kSmemRowMax: about 32 CTAs per row, 2048 to 8192 columns each (H100, 8 rows of flat top-p 0.9,
 // us for 2048 / 4096 / 8192 columns: f32 65536 94.9 / 98.6 / 108.4, bf16 65536 119.6 / 119.0 /
@@ -179,6 +185,7 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"exact_all", &SamplePlanOverrides::exact_all},     {"filter_grid", &SamplePlanOverrides::filter_grid},
       {"split", &SamplePlanOverrides::split},             {"splitfilter", &SamplePlanOverrides::splitfilter},
       {"sfcols", &SamplePlanOverrides::sfcols},           {"joint", &SamplePlanOverrides::joint},
+      {"rank", &SamplePlanOverrides::rank},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -238,6 +245,8 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
                    p.nblocks <= kSplitMaxBlocks &&
                    pick(o.split, split_finish_default(s.num_rows, p.nblocks, s.run_top_p, sms));
   p.split_ctas = split_ctas_for(p.nblocks);
+  // (forced: 0 to kSplitRankMax)
+  p.split_rank = o.rank >= 0 && o.rank <= kSplitRankMax ? o.rank : split_rank_default();
   // (columns per CTA forced: a multiple of 1024, from 1024 to 65536; else the rule)
   p.sf_cols = o.sfcols >= kB && o.sfcols <= 65536 && o.sfcols % kB == 0 ? o.sfcols : split_filter_cols_for(s.V);
   p.sf_ctas = split_filter_ctas_for(s.V, p.sf_cols);

@@ -20,8 +20,9 @@
 //     the selects, the sums and the token search then read it there, and the selects need no
 //     list of their own), and the blocks' kept masses are summed in shared memory (mass_add: two
 //     32-bit words a block), so this step reads global memory once. On an S of at most
-//     kSplitRankS entries in shared memory, top-k's threshold comes from the entries' ranks
-//     (rank_topk: four barriers in place of the radix select's passes and its tie cut).
+//     plan.split_rank entries in shared memory (at most kSplitRankMax), top-k's threshold comes
+//     from the entries' ranks (rank_topk: four barriers in place of the radix select's passes and
+//     its tie cut).
 // Every step of 3 is order-free (radix selects on counts and integer masses, integer sums,
 // exact argmaxes with ties by lower id) or is run by warp 0 in finish_filtered's lane order
 // (the header, the mass outside the lists, the guided sums), hence the same bits.
@@ -50,22 +51,23 @@ struct SplitSmem {
   int bi[kRowWarps];
   double Zl, El;
   // rank_topk: S's keys (order key above the inverted column) and ranks, the k-th entry
-  unsigned long long rv[kSplitRankS];
-  unsigned rr[kSplitRankS];
+  unsigned long long rv[kSplitRankMax];
+  unsigned rr[kSplitRankMax];
   uint32_t rkey;
   int rcol;
 };
 
-// Top-k's threshold on a small S in shared memory (nS <= kSplitRankS, k <= nS) by ranks, in
+// Top-k's threshold on a small S in shared memory (nS <= limit <= kSplitRankMax, k <= nS) by ranks, in
 // place of the radix select's passes and its tie cut: entry j's rank in the order (a desc, t asc)
 // is the number of entries before it, its 64-bit key (fkey(a) above ~t) below theirs, counted by
 // the CTA's threads (256 / nS of them per entry, each over a share of S; the reads of one share
 // are broadcasts). The entry of rank k - 1 gives kthr = its key and cid = its column, or INT_MAX
 // when no entry of that key lies beyond it: the radix select's kthr and cid.
-__device__ __forceinline__ bool rank_topk(SplitSmem& sm, int nS, int k, float invT, uint32_t& kthr, int& cid) {
+__device__ __forceinline__ bool rank_topk(SplitSmem& sm, int nS, int limit, int k, float invT, uint32_t& kthr,
+                                          int& cid) {
   constexpr int kThreads = kRowWarps * 32;
-  static_assert(kSplitRankS <= kThreads, "rank_topk: at least one thread per entry of S");
-  if (nS > kSplitRankS || nS < 1) return false;
+  static_assert(kSplitRankMax <= kThreads, "rank_topk: at least one thread per entry of S");
+  if (nS > limit || nS > kSplitRankMax || nS < 1) return false;
   const int tid = threadIdx.x;
   for (int j = tid; j < nS; j += kThreads) {
     const int2 e = sm.S[j];
@@ -239,7 +241,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   const FiltThr th = filter_thresholds(team, P, q, each, nS, complete, m, md, amin, Ua, hist, hm,
                                        [&]() { return zo; }, s_smem ? nullptr : cl, &sm.lcnt,
                                        [&](int k, uint32_t& kthr, int& cid) {
-                                         return s_smem && rank_topk(sm, nS, k, invT, kthr, cid);
+                                         return s_smem && rank_topk(sm, nS, P.split_rank, k, invT, kthr, cid);
                                        });
   if (!th.ok || !th.inside) {  // not provable from the candidates: filter_kernel takes the row
     if (tid == 0) {

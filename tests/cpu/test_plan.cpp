@@ -52,6 +52,11 @@ TEST_CASE("the split finish while rows x CTAs per row stays within 6 x SMs (32 x
   CHECK(!plan_of(1048577, 1, false, "split=1").split_finish);
   // V <= 2048 rows take small_filter_kernel: no split.
   CHECK(!plan_of(1025, 8, true).split_finish);
+  // Top-k by ranks up to the rule's |S|; forced from 0 (the radix select always) to kSplitRankMax.
+  CHECK(plan_of(262144, 8, false).split_rank == split_rank_default());
+  CHECK(plan_of(262144, 8, false, "rank=0").split_rank == 0);
+  CHECK(plan_of(262144, 8, false, "rank=256").split_rank == kSplitRankMax);
+  CHECK(plan_of(262144, 8, false, "rank=257").split_rank == split_rank_default());
 }
 
 TEST_CASE("the split fallback: about 32 CTAs a row of 2048 to 8192 columns, within 16 x SMs") {

@@ -8,7 +8,7 @@
 //        emu_sample minp_floor   (check_minp_floor below; run_sample.sh runs it once)
 //   mode: "default" or a comma list of plan overrides (kernels/sample/plan.h, SamplePlanOverrides:
 //   small_plain, small_filter, cta, bpw, fuse, direct, fbpw, top2, cf_wpc, smem_row, exact_all,
-//   filter_grid, split, splitfilter, sfcols, joint; key=value), ban=N (the banned token, default 3) and mask=N (allowed-token
+//   filter_grid, split, splitfilter, sfcols, joint, rank; key=value), ban=N (the banned token, default 3) and mask=N (allowed-token
 //   masks, stride of 3 spare words: 1 dense (each column allowed with probability 0.7), 2 sparse
 //   (0.02, and one allowed column in every 97); both with every 9th request's mask all zero
 //   (DDS_REQ_EMPTY_ROW) and request 2's mask allowing columns 0..31 only), zeros=1 (rows of

@@ -50,7 +50,7 @@ elif [ "${2:-}" = --quick ]; then
             "70000 8 1 1 case=14" "300000 8 0 0 case=14,mask=1" \
             "1025 600 0 0 zeros=1" "1025 8 1 0 zeros=1" "5000 40 1 0 zeros=1,mask=2" \
             "70000 8 0 0 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0" \
-            "40000 22 1 0 ties=1,split=1|ties=1,split=0"; do
+            "40000 22 1 0 ties=1,split=1|ties=1,split=0" "262144 8 1 0 split=1,rank=256|split=1,rank=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
@@ -122,9 +122,12 @@ else
     set -- $c
     "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
   done
-  # Ties at the thresholds of few candidates (ties=1): the split finish's selects on a small S.
+  # Ties at the thresholds of few candidates (ties=1): the split finish's selects on a small S;
+  # top-k by ranks on every S of at most 256 entries (rank=256) against the radix select (rank=0).
   for c in "40000 22 0 0 1 ties=1,split=1|ties=1,split=0" "151936 8 1 1 1 ties=1,split=1|ties=1,split=0" \
-           "262144 16 0 0 1 ties=1,split=1|ties=1,split=0" "5000 40 1 0 1 ties=1"; do
+           "262144 16 0 0 1 ties=1,split=1|ties=1,split=0" "5000 40 1 0 1 ties=1" \
+           "40000 22 0 0 1 ties=1,split=1,rank=256|ties=1,split=1,rank=0" \
+           "262144 16 1 1 1 split=1,rank=256|split=1,rank=0"; do
     set -- $c
     "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
   done
