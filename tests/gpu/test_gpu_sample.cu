@@ -523,7 +523,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
                          "top2=1", "fbpw=1", "fbpw=3", "bpw=1", "bpw=4", "cf_wpc=1",
                          "smem_row=0", "filter_grid=1", "split=0", "split=1",
                          "split=1,top2=0", "small_filter=0,split=1", "split=1,rank=0",
-                         "split=1,rank=256", "splitfilter=0",
+                         "split=1,rank=128", "splitfilter=0",
                          "splitfilter=1", "splitfilter=1,split=0", "splitfilter=1,top2=0", "joint=0",
                          "direct=1"};
   for (const Shape& sh : shapes) {
