@@ -97,44 +97,25 @@ __device__ __forceinline__ unsigned long long mass_at(const uint32_t* mlo, const
   return ((unsigned long long)mhi[bin] << 32) + mlo[bin];
 }
 
-// The 64-bit integer sum of one value per thread of the CTA (any order gives the same integer;
-// a signed sum passes through as its two's complement): w has a slot per warp in shared memory.
-// Every thread gets the sum.
-__device__ __forceinline__ unsigned long long cta_sum_u64(unsigned long long v, unsigned long long* w) {
+// The CTA's 64-bit integer sums of N values per thread, in one exchange (two barriers for the N;
+// any order gives the same integers; a signed sum passes through as its two's complement): w has
+// N slots per warp in shared memory. Every thread gets the sums, in place.
+template <int N>
+__device__ __forceinline__ void cta_sum_u64(unsigned long long (&v)[N], unsigned long long* w) {
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (lane == 0) w[wid] = v;
-  __syncthreads();
-  unsigned long long s = 0;
-  for (int u = 0; u < nw; ++u) s += w[u];
-  __syncthreads();
-  return s;
-}
-
-// cta_sum_u64 of three values per thread in one exchange (two barriers for the three): w has 3
-// slots per warp. Every thread gets the sums, in place.
-__device__ __forceinline__ void cta_sum3_u64(unsigned long long& a, unsigned long long& b,
-                                             unsigned long long& c, unsigned long long* w) {
-  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+  for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-    c += __shfl_xor_sync(0xffffffffu, c, o);
-  }
-  if (lane == 0) {
-    w[3 * wid] = a;
-    w[3 * wid + 1] = b;
-    w[3 * wid + 2] = c;
-  }
+    for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+  if (lane == 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[N * wid + i] = v[i];
   __syncthreads();
-  a = b = c = 0;
-  for (int u = 0; u < nw; ++u) {
-    a += w[3 * u];
-    b += w[3 * u + 1];
-    c += w[3 * u + 2];
-  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = 0;
+  for (int u = 0; u < nw; ++u)
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] += w[N * u + i];
   __syncthreads();
 }
 

@@ -43,7 +43,7 @@ struct SplitFiltSmem {
   double sel_target;
   float Ml, amin;
   int last;
-  unsigned long long w[3 * kRowWarps];  // cta_sum3_u64
+  unsigned long long w[3 * kRowWarps];  // cta_sum_u64 of three values
   unsigned long long seg_c[32], seg_m[32];  // radix_pick's segment sums
   int seg_ne[32];
 };
@@ -212,10 +212,11 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_bound_kernel(const __gri
       ++j;
     }
   }
-  unsigned long long se = (unsigned long long)ef, sn = (unsigned long long)nk;
-  cta_sum3_u64(zf, se, sn, sm.w);
-  ef = (long long)se;
-  nk = (int)sn;
+  unsigned long long sums[3] = {zf, (unsigned long long)ef, (unsigned long long)nk};
+  cta_sum_u64(sums, sm.w);
+  zf = sums[0];
+  ef = (long long)sums[1];
+  nk = (int)sums[2];
   if (tid == 0) {
     if (zf) atomicAdd(&st.zf, zf);
     if (ef) atomicAdd(reinterpret_cast<unsigned long long*>(&st.ef), (unsigned long long)ef);

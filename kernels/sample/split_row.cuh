@@ -46,7 +46,7 @@ struct SplitSmem {
   Top2 t;
   int last;
   double zo;
-  unsigned long long wz[3 * kRowWarps];  // cta_sum_u64, cta_sum3_u64
+  unsigned long long wz[3 * kRowWarps];  // cta_sum_u64 (one value, then three)
   double bv[kRowWarps];
   int bi[kRowWarps];
   double Zl, El;
@@ -186,7 +186,11 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     }
   }
   __threadfence();  // (this thread's S entries before the row's count below)
-  zout = cta_sum_u64(zout, sm.wz);
+  {
+    unsigned long long z[1] = {zout};
+    cta_sum_u64(z, sm.wz);
+    zout = z[0];
+  }
   if (tid == 0) {
     if (zout) atomicAdd(&rc.zout, zout);
     __threadfence();
@@ -251,16 +255,17 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
     return;
   }
   const Kept in_k{th.kthr, th.cid, amin};
-  // Kept sums in fixed point: per block (the block scores; zeroed above) and in all (cta_sum3_u64's
+  // Kept sums in fixed point: per block (the block scores; zeroed above) and in all (cta_sum_u64's
   // barriers complete the block masses).
   const KeptSums ks = kept_list_sums<false>(
       Sv, nS, lane, in_k, invT, md,
       [&](int b, unsigned long long ux) { mass_add(sm.kmlo, sm.kmhi, (uint32_t)b, ux); }, 128 * wid + lane,
       128 * kRowWarps);
-  unsigned long long zf = ks.zf, se = (unsigned long long)ks.ef, sn = (unsigned long long)ks.nk;
-  cta_sum3_u64(zf, se, sn, sm.wz);
-  const long long ef = (long long)se;
-  const int nk = (int)sn;
+  unsigned long long sums[3] = {ks.zf, (unsigned long long)ks.ef, (unsigned long long)ks.nk};
+  cta_sum_u64(sums, sm.wz);
+  const unsigned long long zf = sums[0];
+  const long long ef = (long long)sums[1];
+  const int nk = (int)sums[2];
   // Winning block (float64 scores; ties by lower block), then the token.
   const uint32_t pos = (uint32_t)(P.positions ? __ldg(P.positions + row) : row - q.row_begin);
   double best;
