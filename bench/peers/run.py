@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import dds_ctypes  # noqa: E402
 import flashinfer_peers  # noqa: E402
+from plot import plot  # noqa: E402
 import torch_peers  # noqa: E402
 import triton_peers  # noqa: E402
 import vllm_peers  # noqa: E402
@@ -398,6 +399,7 @@ def main():
 def write_outputs(out, gpu, date, results, skipped, bad, checks):
     os.makedirs(out, exist_ok=True)
     lines = [f"# dds vs peers — {gpu}, {date}", "",
+             "Command: `" + " ".join(["python3", "bench/peers/run.py"] + sys.argv[1:]) + "`", "",
              "Times are medians of 20 single-call CUDA-event timings with rotating input buffers "
              "(bench/peers/run.py). `floor` is a plain read of the same bytes (both tensors when "
              "guided; read + bf16 write for probs) in the same run; `x floor` = time / floor; "
@@ -449,38 +451,6 @@ def triton_version():
         return triton.__version__
     except Exception:
         return "n/a"
-
-
-def plot(out, gpu, date, results):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    for sc in ["plain", "top-k 50", "top-p 0.9"]:
-        for dt in sorted({r["dtype"] for r in results}):
-            sel = [r for r in results if r["scenario"] == sc and r["dtype"] == dt]
-            if not sel:
-                continue
-            shapes = sorted({(r["V"], r["rows"]) for r in sel})
-            peers = sorted({r["peer"] for r in sel}, key=lambda p: (p != "dds", p))
-            fig, ax = plt.subplots(figsize=(14, 5))
-            w = 0.8 / max(1, len(peers))
-            for j, p in enumerate(peers):
-                ys = []
-                for s in shapes:
-                    m = [r for r in sel if (r["V"], r["rows"]) == s and r["peer"] == p]
-                    ys.append(m[0]["us"] / m[0]["floor"] if m else float("nan"))
-                ax.bar([i + j * w for i in range(len(shapes))], ys, w, label=p)
-            ax.axhline(1.0, color="k", lw=1, ls="--", label="one-read floor")
-            ax.set_yscale("log")
-            ax.set_xticks([i + 0.4 - w / 2 for i in range(len(shapes))])
-            ax.set_xticklabels([f"{v}\nx{r}" for v, r in shapes], fontsize=8)
-            ax.set_ylabel("time / one-read floor (log)")
-            ax.set_title(f"{sc}, {dt} — {gpu}, {date}")
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-            fig.tight_layout()
-            fig.savefig(os.path.join(out, f"peers-{sc.replace(' ', '').replace('.', '')}-{dt}.png"),
-                        dpi=90)
-            plt.close(fig)
 
 
 if __name__ == "__main__":
