@@ -4,6 +4,8 @@
 // exact; statistics within 1e-5 relative). The kernels run as the CUDA backend runs them: the
 // same parameter block, launch plan and launcher, with the plan's rules unless the mode overrides
 // them.
+// On stderr: the rows left to the fallback (their case; with the split finish, their row and
+// the size of their candidate set S) and, with the split finish, every row's |S|.
 // Usage: emu_sample V rows dtype(0 f32, 1 bf16) stats(0 processed, 1 guided) [tscale [mode]]
 //        emu_sample minp_floor   (check_minp_floor below; run_sample.sh runs it once)
 //   mode: "default" or a comma list of plan overrides (kernels/sample/plan.h, SamplePlanOverrides:
@@ -221,11 +223,21 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
       return;
     g_fb_total += *P.fb_count;
     fprintf(stderr, "  fallback rows: %d of %d:", *P.fb_count, a.num_rows);
-    for (int i = 0; i < *P.fb_count; ++i) fprintf(stderr, " %d", case_of(P.fb_rows[i]));
+    for (int i = 0; i < *P.fb_count; ++i) {
+      fprintf(stderr, " %d", case_of(P.fb_rows[i]));
+      // (with the split finish: the row and its candidate set's size)
+      if (plan.split_finish)
+        fprintf(stderr, " (row %d, |S| %u)", P.fb_rows[i], P.split_cnt[P.fb_rows[i]].ns);
+    }
     fprintf(stderr, "\n");
   };
   launch_sample(a.dtype, P, plan, nullptr);
   g_emu_before_launch = nullptr;
+  if (plan.split_finish) {  // every row's candidate set (0: an unfiltered row)
+    fprintf(stderr, "  split finish |S| by row:");
+    for (int r = 0; r < a.num_rows; ++r) fprintf(stderr, " %u", P.split_cnt[r].ns);
+    fprintf(stderr, "\n");
+  }
   // The split fallback: both its kernels launched, and the rows it took (their records in the
   // workspace, which filter_kernel finished from).
   g_sf_rows = -1;
