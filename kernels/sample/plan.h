@@ -153,8 +153,8 @@ inline bool split_finish_default(int num_rows, int nblocks, bool top_p, int num_
 // at most this many entries (a thread per entry, each counting the entries above it); the radix
 // select's passes above. H100, dds_profile_sample (30 calls, median us), rank=128 / this, top-k
 // 50: f32 262144 x 8 43.4 / 38.1, bf16 262144 x 8 42.1 / 37.7, x 24 58.1 / 51.5, bf16 151936 x 8
-// 38.0 / 36.3 (sigma-2 rows of 262144 columns have S of 56-173 entries; f32 rows of 32000 columns
-// 316-608, the same code either way: 1-2% slower, within the runs' drift).
+// 38.0 / 36.3 (sigma-2 rows of 262144 columns have S of 56-173 entries); at 32000 columns, where
+// it ranks a few more rows, from 10% faster to 3.5% slower (docs/cuda_sample.md §5).
 constexpr int split_rank_default() { return kSplitRankMax; }
 // The split fallback (split_hist_kernel, split_bound_kernel) for the fallback rows of V >
 // kSmemRowMax: about 32 CTAs per row, 2048 to 8192 columns each (H100, 8 rows of flat top-p 0.9,
