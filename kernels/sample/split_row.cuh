@@ -61,8 +61,9 @@ struct SplitSmem {
 // ranks, in place of the radix select's passes and its tie cut: entry j's rank in the order (a
 // desc, t asc) is the number of entries before it, its 64-bit key (fkey(a) above ~t) below
 // theirs, counted by the CTA's threads (256 / nS of them per entry, at least one, each over a
-// share of S; the reads of one share are broadcasts). The entry of rank k - 1 gives kthr = its key and cid = its column, or INT_MAX
-// when no entry of that key lies beyond it: the radix select's kthr and cid.
+// share of S; the reads of one share are broadcasts). The entry of rank k - 1 gives kthr = its
+// key and cid = its column, or INT_MAX when no entry of that key lies beyond it: the radix
+// select's kthr and cid.
 __device__ __forceinline__ bool rank_topk(SplitSmem& sm, int nS, int limit, int k, float invT,
                                           uint32_t& kthr, int& cid) {
   constexpr int kThreads = kRowWarps * 32;

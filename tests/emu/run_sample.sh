@@ -5,7 +5,7 @@
 # Checks the kernels' logic on a machine without a GPU (not speed, not the device libm: exp2f
 # stands for ex2.approx; races: racecheck.sh).
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
-#        tests/emu/run_sample.sh <build dir> --quick                    29 cases (CI, CTest label emu)
+#        tests/emu/run_sample.sh <build dir> --quick                    30 cases (CI, CTest label emu)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
