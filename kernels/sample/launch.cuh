@@ -144,6 +144,7 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   P.sf_cols = plan.sf_cols;
   P.split_finish = plan.split_finish;
   P.split_rank = plan.split_rank;
+  P.split_smem = plan.split_smem;
   // Counters are zero at rest only within one operation (the workspace is shared with
   // dds_verify_drafts), so a plan that uses them clears them on the stream: the fused plain
   // pass's per-row counters by a memset node, the filtered path's counters and per-row records
@@ -186,7 +187,11 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
         const long long warps = (long long)P.num_rows * ((P.nblocks + P.fbpw - 1) / P.fbpw);
         launch_kernel(s, mask ? row_pass_kernel<DT, true> : row_pass_kernel<DT, false>,
                       (unsigned)((warps + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0, P);
-        if (plan.split_finish)  // several CTAs per row (split_row.cuh)
+        if (plan.split_spec)  // and the split fallback's histograms beside it (split_filter.cuh)
+          launch_kernel(s, split_finish_hist_kernel<DT>,
+                        (unsigned)((long long)P.num_rows * (plan.split_ctas + plan.sf_ctas)),
+                        kRowWarps * 32, 0, P);
+        else if (plan.split_finish)  // several CTAs per row (split_row.cuh)
           launch_kernel(s, split_finish_kernel<DT>, (unsigned)((long long)P.num_rows * plan.split_ctas),
                         kRowWarps * 32, 0, P);
         else
@@ -195,7 +200,7 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
       }
       if (plan.split_filter) {  // wide top-p rows of the fallback: the first two stages split
         const unsigned g = (unsigned)((long long)P.num_rows * plan.sf_ctas);
-        launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
+        if (!plan.split_spec) launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
         launch_kernel(s, split_bound_kernel<DT>, g, kRowWarps * 32, 0, P);
       }
       with_flags(mask, plan.split_filter, [&](auto m, auto split) {

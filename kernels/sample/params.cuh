@@ -145,6 +145,7 @@ struct SampleParams {
   int pass_zeroes;
   int split_finish;
   int split_rank;  // split_finish_kernel: top-k by ranks when |S| <= this (plan.split_rank)
+  int split_smem;  // split_finish_kernel: S in shared memory when |S| <= this (plan.split_smem)
   SplitFiltRow* sf_rows;
   int* sf_list;
 };

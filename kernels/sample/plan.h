@@ -25,7 +25,8 @@ constexpr int kSplitMaxRows = 256;  // split_finish_kernel: rows at most (its S 
                                     // (and the split fallback's: its lists' capacity)
 constexpr int kSplitMaxBlocks = 1024;  // split_finish_kernel: blocks a row at most (V <= 2^20: its
                                        // kept masses per block in shared memory)
-constexpr int kSplitSmemS = 1024;      // split_finish_kernel: S entries held in shared memory
+constexpr int kSplitSmemS = 2048;      // split_finish_kernel: S entries held in shared memory, at
+                                       // most (in the records' place; plan.split_smem is the limit)
 constexpr int kSplitRankMax = 256;     // split_finish_kernel: top-k by ranks, |S| at most (a
                                        // thread per entry; the plan's split_rank is the limit)
 constexpr int kSplitFiltCols = 8192;  // split fallback (split_filter.cuh): columns per CTA, at most
@@ -68,6 +69,9 @@ struct SamplePlan {
                                   // pass over several CTAs per row first (split_filter.cuh)
   int sf_cols = kSplitFiltCols;   //   columns per CTA (a multiple of 1024)
   int sf_ctas = 1;                //   their CTAs per row (from V only)
+  bool split_spec = false;        //   its histograms beside the split finish, for every row it
+                                  //   may take (split_finish_hist_kernel; no split_hist_kernel)
+  int split_smem = 0;             // split_finish_kernel: S in shared memory when |S| <= this
   int split_rank = 0;             // split_finish_kernel: top-k by ranks when |S| is at most this
                                   // (0: always the radix select)
   // Tests only: small_plain_kernel scores every column of the winning block exactly.
@@ -81,7 +85,7 @@ struct SamplePlan {
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
       fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
-      split = -1, splitfilter = -1, sfcols = -1, joint = -1, rank = -1;
+      split = -1, splitfilter = -1, sfcols = -1, joint = -1, rank = -1, spec = -1, smems = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -156,6 +160,13 @@ inline bool split_finish_default(int num_rows, int nblocks, bool top_p, int num_
 // 38.0 / 36.3 (sigma-2 rows of 262144 columns have S of 56-173 entries); at 32000 columns, where
 // it ranks a few more rows, from 10% faster to 3.5% slower (docs/cuda_sample.md §5).
 constexpr int split_rank_default() { return kSplitRankMax; }
+// split_finish_kernel's last CTA copies S to shared memory when it holds at most this many
+// entries (the selects' passes, the sums and the token then read it there), in the place of the
+// block records' fields. H100, dds_profile_sample (30 calls, median us), smems=1024 / 2048, top-p
+// 0.9 at 8 rows: f32 262144 T = 0.5 103.7 / 99.2, f32 151936 93.2 / 90.2, bf16 151936 111.4 /
+// 106.3, bf16 262144 T = 0.25 60.9 / 58.5, T = 0.5 119.2 / 121.3; bf16 262144 x 64 237.7 / 230.8
+// (sigma-4-like rows of 262144 columns that settle have S of 420-1869 entries).
+constexpr int split_smem_default() { return kSplitSmemS; }
 // The split fallback (split_hist_kernel, split_bound_kernel) for the fallback rows of V >
 // kSmemRowMax: about 32 CTAs per row, 2048 to 8192 columns each (H100, 8 rows of flat top-p 0.9,
 // us for 2048 / 4096 / 8192 columns: f32 65536 94.9 / 98.6 / 108.4, bf16 65536 119.6 / 119.0 /
@@ -171,6 +182,18 @@ constexpr int split_filter_cols_for(int V) {
 constexpr int split_filter_ctas_for(int V, int cols) { return (V + cols - 1) / cols; }
 inline bool split_filter_default(int num_rows, int sf_ctas, int num_sms) {
   return (long long)num_rows * sf_ctas <= 16LL * num_sms;
+}
+// The split fallback's histograms beside the split finish, in its launch
+// (split_finish_hist_kernel), for every row the fallback may take, while both grids together are
+// at most 8 x SMs CTAs: the histograms need only the logits and the block records, and take the
+// SMs that idle while each row's last finish CTA works; rows that settle pay a read for nothing.
+// The outputs are the same bits either way. H100, dds_profile_sample (30 calls, median us), spec=0 / spec=1, top-p 0.9:
+// f32 262144 T = 0.5 (64 CTAs a row): 8 rows 119.7 / 101.2, 16 rows 135.6 / 116.7, 32 rows 175.4
+// / 166.3, 64 rows 228.9 / 261.9; bf16 262144 T = 0.25 (peaked): 8 rows 60.2 / 57.5, 16 rows 76.6
+// / 74.1, 32 rows 91.3 / 105.2; f32 151936 T = 0.5 (49): 16 rows 113.7 / 101.9; bf16 65536 T = 0.5
+// (40): 16 rows 107.5 / 94.1.
+inline bool split_spec_default(int num_rows, int split_ctas, int sf_ctas, int num_sms) {
+  return (long long)num_rows * (split_ctas + sf_ctas) <= 8LL * num_sms;
 }
 
 // Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
@@ -189,7 +212,8 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"exact_all", &SamplePlanOverrides::exact_all},     {"filter_grid", &SamplePlanOverrides::filter_grid},
       {"split", &SamplePlanOverrides::split},             {"splitfilter", &SamplePlanOverrides::splitfilter},
       {"sfcols", &SamplePlanOverrides::sfcols},           {"joint", &SamplePlanOverrides::joint},
-      {"rank", &SamplePlanOverrides::rank},
+      {"rank", &SamplePlanOverrides::rank},               {"spec", &SamplePlanOverrides::spec},
+      {"smems", &SamplePlanOverrides::smems},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -251,6 +275,8 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   p.split_ctas = split_ctas_for(p.nblocks);
   // (forced: 0 to kSplitRankMax)
   p.split_rank = o.rank >= 0 && o.rank <= kSplitRankMax ? o.rank : split_rank_default();
+  // (forced: 0 to kSplitSmemS)
+  p.split_smem = o.smems >= 0 && o.smems <= kSplitSmemS ? o.smems : split_smem_default();
   // (columns per CTA forced: a multiple of 1024, from 1024 to 65536; else the rule)
   p.sf_cols = o.sfcols >= kB && o.sfcols <= 65536 && o.sfcols % kB == 0 ? o.sfcols : split_filter_cols_for(s.V);
   p.sf_ctas = split_filter_ctas_for(s.V, p.sf_cols);
@@ -258,6 +284,8 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   // rows, forced or not: the workspace holds their lists for that many)
   p.split_filter = s.run_filter && s.run_top_p && !p.direct_filter && !p.small_filter && !p.smem_row && s.V > kSmemRowMax &&
                    s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
+  p.split_spec = p.split_finish && p.split_filter &&
+                 pick(o.spec, split_spec_default(s.num_rows, p.split_ctas, p.sf_ctas, sms));
   return p;
 }
 

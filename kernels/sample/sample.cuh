@@ -20,7 +20,8 @@
 //   filter_cta.cuh  filter_kernel (the rows the lists cannot settle: a CTA per row)
 //   split_row.cuh   split_finish_kernel (cand_finish_kernel's outputs, several CTAs per row)
 //   split_filter.cuh split_hist_kernel, split_bound_kernel (filter_kernel's first stages on wide
-//                   top-p rows, several CTAs per row)
+//                   top-p rows, several CTAs per row), split_finish_hist_kernel (the split finish
+//                   and split_hist_kernel's work in one launch)
 //   probs.cuh       probs_kernel, status_kernel
 //   launch.cuh      workspace layout, launch_sample (the one dtype dispatch, DDS_DISPATCH_DTYPE)
 //
@@ -57,7 +58,8 @@
 //    builds the top-p select's first-digit histogram (integer atomics into the row's; its last
 //    CTA picks the boundary digit), then its share of the boundary pass (fixed-point sums above
 //    the digit, the digit's columns listed); filter_kernel finishes the row on that list: the
-//    same bits.
+//    same bits. With few rows (plan.split_spec) the histograms run beside the split finish, in
+//    its launch (split_finish_hist_kernel), for every row the fallback may take.
 //  * filter_kernel: one 1024-thread CTA per row left by the lists (a grid-stride loop). The row is
 //    held in shared memory as fp32 when it fits, else re-read per pass. Thresholds by radix select
 //    over order-preserving keys (11/11/10-bit digits) with counts (top-k) or 64-bit fixed-point

@@ -28,6 +28,7 @@
 #define DDS_KERNELS_SAMPLE_SPLIT_FILTER_CUH_
 
 #include "filter_cta.cuh"
+#include "split_row.cuh"
 
 namespace dds {
 namespace ksample {
@@ -64,12 +65,10 @@ __device__ __forceinline__ bool split_filter_cta(const SampleParams& P, int& row
 
 // Stage 1: the row's histogram of the first digit (key bits 31..21 of every finite column's a),
 // counts and fixed-point masses; the row's last CTA picks the boundary digit.
+// CTA `part` of the row's P.sf_ctas (split_filter_ok(P, q)).
 template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32) split_hist_kernel(const __grid_constant__ SampleParams P) {
-  __shared__ __align__(16) SplitFiltSmem sm;
-  int row, part;
-  Req q;
-  if (!split_filter_cta(P, row, part, q)) return;
+__device__ __forceinline__ void split_hist_cta(const SampleParams& P, SplitFiltSmem& sm, int row,
+                                               int part, const Req& q) {
   constexpr int VEC = Elt<DT>::VEC;
   const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
   const int nb = P.nblocks;
@@ -148,6 +147,13 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_hist_kernel(const __grid
     st.ok = 1;
   }
 }
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) split_hist_kernel(const __grid_constant__ SampleParams P) {
+  __shared__ __align__(16) SplitFiltSmem sm;
+  int row, part;
+  Req q;
+  if (split_filter_cta(P, row, part, q)) split_hist_cta<DT>(P, sm, row, part, q);
+}
 
 // Stage 2: the boundary pass on the CTA's columns.
 template <int DT>
@@ -222,6 +228,33 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_bound_kernel(const __gri
     if (ef) atomicAdd(reinterpret_cast<unsigned long long*>(&st.ef), (unsigned long long)ef);
     if (nk) atomicAdd(&st.nk, nk);
   }
+}
+
+// The split finish and, beside it, stage 1 speculatively (plan.split_spec): CTAs [0, rows x
+// split_ctas_for(nblocks)) are split_finish_kernel's, the next rows x P.sf_ctas CTAs build the
+// first-digit histogram of every row the split fallback may take (split_filter_ok), before the
+// finish has said which rows go to the fallback. Stage 1 reads only the logits and the block
+// records, so its results are the same whenever it runs; split_bound_kernel and filter_kernel use
+// them for the fallback list's rows only. With few rows most SMs idle while each row's last
+// finish CTA runs, and the histogram takes them instead of a launch of its own after the finish.
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    split_finish_hist_kernel(const __grid_constant__ SampleParams P) {
+  constexpr size_t kBytes =
+      sizeof(SplitSmem) > sizeof(SplitFiltSmem) ? sizeof(SplitSmem) : sizeof(SplitFiltSmem);
+  __shared__ __align__(16) unsigned char raw[kBytes];
+  const unsigned nf = (unsigned)P.num_rows * (unsigned)split_ctas_for(P.nblocks);
+  if (blockIdx.x < nf) {
+    split_finish_cta<DT>(P, *reinterpret_cast<SplitSmem*>(raw), blockIdx.x);
+    return;
+  }
+  const unsigned i = blockIdx.x - nf;
+  const int row = (int)(i / (unsigned)P.sf_ctas);
+  const int part = (int)(i - (unsigned)row * (unsigned)P.sf_ctas);
+  if (row >= P.num_rows) return;
+  const Req q = row_req(P, row);
+  if (split_filter_ok(P, q))
+    split_hist_cta<DT>(P, *reinterpret_cast<SplitFiltSmem*>(raw), row, part, q);
 }
 
 }  // namespace ksample

@@ -16,10 +16,11 @@
 //  3. the row's last CTA to finish (a counter per row, zeroed by the row pass) runs the rest of
 //     finish_filtered on S with its 8 warps (CtaTeam): filter_thresholds, the kept sums in fixed
 //     point, the block scores, list_token, the outputs; or appends the row to the fallback list.
-//     Its S is copied to shared memory when it holds at most kSplitSmemS entries (every pass of
-//     the selects, the sums and the token search then read it there, and the selects need no
-//     list of their own), and the blocks' kept masses are summed in shared memory (mass_add: two
-//     32-bit words a block), so this step reads global memory once. On an S of at most
+//     Its S is copied to shared memory, in the place of step 1's records, when it holds at most
+//     plan.split_smem entries (kSplitSmemS; every pass of the selects, the sums and the token
+//     search then read it there, and the selects need no list of their own), and the blocks'
+//     kept masses are summed in shared memory (mass_add: two 32-bit words a block), so this
+//     step reads global memory once. On an S of at most
 //     plan.split_rank entries in shared memory (at most kSplitRankMax), top-k's threshold comes
 //     from the entries' ranks (rank_topk: four barriers in place of the radix select's passes and
 //     its tie cut).
@@ -34,13 +35,20 @@
 namespace dds {
 namespace ksample {
 
-struct SplitSmem {
-  unsigned bins[kWBins * 3];  // 256 counts + 256 u64 masses; before the select: the lo keys
-  int2 S[kSplitSmemS];        // the last CTA's copy of S (nS <= kSplitSmemS)
-  uint32_t kmlo[kSplitMaxBlocks], kmhi[kSplitMaxBlocks];  // kept masses per block (mass_add)
-  // The row's block records' fields that steps 1 and 2 read.
+// The row's block records' fields that steps 1 and 2 read.
+struct SplitRecs {
   float rmaxl[kSplitMaxBlocks], rsecond[kSplitMaxBlocks], rea[kSplitMaxBlocks];
   int ramax[kSplitMaxBlocks], rpad[kSplitMaxBlocks];
+};
+static_assert(sizeof(int2) * kSplitSmemS <= sizeof(SplitRecs),
+              "SplitSmem: S in the records' place");
+struct SplitSmem {
+  unsigned bins[kWBins * 3];  // 256 counts + 256 u64 masses; before the select: the lo keys
+  union {
+    SplitRecs r;           // steps 1 and 2
+    int2 S[kSplitSmemS];   // step 3: the last CTA's copy of S (nS <= P.split_smem)
+  } u;
+  uint32_t kmlo[kSplitMaxBlocks], kmhi[kSplitMaxBlocks];  // kept masses per block (mass_add)
   TeamSmem team;
   unsigned lcnt;
   Top2 t;
@@ -71,7 +79,7 @@ __device__ __forceinline__ bool rank_topk(SplitSmem& sm, int nS, int limit, int 
   if (nS > limit || nS > kSplitRankMax || nS < 1) return false;
   const int tid = threadIdx.x;
   for (int j = tid; j < nS; j += kThreads) {
-    const int2 e = sm.S[j];
+    const int2 e = sm.u.S[j];
     const float a = row::temper(__int_as_float(e.y), invT);
     sm.rv[j] = ((unsigned long long)fkey(a) << 32) | (unsigned long long)(~(uint32_t)e.x);
     sm.rr[j] = 0u;
@@ -108,18 +116,19 @@ static_assert(sizeof(SplitSmem) <= 48 * 1024, "SplitSmem: static shared memory")
 // filter_top / filter_lo's view of the staged records.
 struct RecsSmem {
   const SplitSmem* s;
-  __device__ __forceinline__ float maxl(int b) const { return s->rmaxl[b]; }
-  __device__ __forceinline__ float second(int b) const { return s->rsecond[b]; }
-  __device__ __forceinline__ int amax(int b) const { return s->ramax[b]; }
-  __device__ __forceinline__ float ea(int b) const { return s->rea[b]; }
+  __device__ __forceinline__ float maxl(int b) const { return s->u.r.rmaxl[b]; }
+  __device__ __forceinline__ float second(int b) const { return s->u.r.rsecond[b]; }
+  __device__ __forceinline__ int amax(int b) const { return s->u.r.ramax[b]; }
+  __device__ __forceinline__ float ea(int b) const { return s->u.r.rea[b]; }
 };
 
+// CTA `cta` of the split finish's grid (rows x split_ctas_for(nblocks) CTAs).
 template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __grid_constant__ SampleParams P) {
-  __shared__ __align__(16) SplitSmem sm;
+__device__ __forceinline__ void split_finish_cta(const SampleParams& P, SplitSmem& sm,
+                                                 unsigned cta) {
   const int spr = split_ctas_for(P.nblocks);  // CTAs per row
-  const int row = (int)(blockIdx.x / (unsigned)spr);
-  const int part = (int)(blockIdx.x - (unsigned)row * (unsigned)spr);
+  const int row = (int)(cta / (unsigned)spr);
+  const int part = (int)(cta - (unsigned)row * (unsigned)spr);
   const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
   if (row >= P.num_rows) return;
   Req q = row_req(P, row);
@@ -136,11 +145,11 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   for (int b = tid; b < nb; b += kRowWarps * 32) {
     const uint4* r = reinterpret_cast<const uint4*>(recs + b);
     const uint4 x = __ldcg(r), y = __ldcg(r + 1);
-    sm.rmaxl[b] = __uint_as_float(x.x);
-    sm.rsecond[b] = __uint_as_float(x.y);
-    sm.ramax[b] = (int)x.z;
-    sm.rea[b] = __uint_as_float(y.x);
-    sm.rpad[b] = (int)y.w;
+    sm.u.r.rmaxl[b] = __uint_as_float(x.x);
+    sm.u.r.rsecond[b] = __uint_as_float(x.y);
+    sm.u.r.ramax[b] = (int)x.z;
+    sm.u.r.rea[b] = __uint_as_float(y.x);
+    sm.u.r.rpad[b] = (int)y.w;
   }
   __syncthreads();
   CtaTeam team;
@@ -166,9 +175,9 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   unsigned long long zout = 0;
   const int b1 = min(nb, (part + 1) * kSplitBlocks);
   for (int b = part * kSplitBlocks + wid; b < b1; b += kRowWarps) {
-    int n = sm.rpad[b];
+    int n = sm.u.r.rpad[b];
     if (!want_zout && n > 0) {
-      const float ma = row::temper(sm.rmaxl[b], invT);
+      const float ma = row::temper(sm.u.r.rmaxl[b], invT);
       if (!(ma > Ua && ma >= lo)) n = 0;
     }
     for (int j0 = 0; j0 < n; j0 += 32) {
@@ -205,9 +214,9 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   // 3. The row's last CTA: finish_filtered's steps 3-6 on S, shared by the 8 warps.
   const int nS = (int)*reinterpret_cast<volatile unsigned*>(&rc.ns);
   zout = *reinterpret_cast<volatile unsigned long long*>(&rc.zout);
-  const bool s_smem = nS <= kSplitSmemS;
+  const bool s_smem = nS <= min(P.split_smem, kSplitSmemS);
   if (s_smem)
-    for (int j = tid; j < nS; j += kRowWarps * 32) sm.S[j] = __ldcg(S + j);
+    for (int j = tid; j < nS; j += kRowWarps * 32) sm.u.S[j] = __ldcg(S + j);
   for (int b = tid; b < nb; b += kRowWarps * 32) {
     sm.kmlo[b] = 0u;
     sm.kmhi[b] = 0u;
@@ -232,7 +241,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   __syncthreads();
   t = sm.t;
   const double zo = sm.zo;
-  const int2* Sv = s_smem ? sm.S : S;  // (global: read after the __threadfence() above)
+  const int2* Sv = s_smem ? sm.u.S : S;  // (global: read after the __threadfence() above)
   auto each = [&](auto g) {
     for_list<false>(Sv, nS, lane, [&](int c, float l) {
       const float a = row::temper(l, invT);
@@ -286,6 +295,12 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __gr
   if (tid == 0)
     filtered_outputs<DT>(P, q, row, token, t.i1, t.m2, Ml, m, th.kthr, th.cid, amin, zf, ef, nk,
                          sm.Zl, sm.El);
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) split_finish_kernel(const __grid_constant__ SampleParams P) {
+  __shared__ __align__(16) SplitSmem sm;
+  split_finish_cta<DT>(P, sm, blockIdx.x);
 }
 
 }  // namespace ksample

@@ -57,6 +57,12 @@ TEST_CASE("the split finish while rows x CTAs per row stays within 6 x SMs (32 x
   CHECK(plan_of(262144, 8, false, "rank=0").split_rank == 0);
   CHECK(plan_of(262144, 8, false, "rank=256").split_rank == kSplitRankMax);
   CHECK(plan_of(262144, 8, false, "rank=257").split_rank == split_rank_default());
+  // S in shared memory up to the rule's |S|; forced from 0 (S in global memory) to kSplitSmemS.
+  CHECK(plan_of(262144, 8, true).split_smem == split_smem_default());
+  CHECK(split_smem_default() == kSplitSmemS);
+  CHECK(plan_of(262144, 8, true, "smems=1024").split_smem == 1024);
+  CHECK(plan_of(262144, 8, true, "smems=0").split_smem == 0);
+  CHECK(plan_of(262144, 8, true, "smems=4096").split_smem == split_smem_default());
 }
 
 TEST_CASE("the split fallback: about 32 CTAs a row of 2048 to 8192 columns, within 16 x SMs") {
@@ -83,6 +89,25 @@ TEST_CASE("the split fallback: about 32 CTAs a row of 2048 to 8192 columns, with
   CHECK(plan_of(262144, 8, true, "sfcols=1000").sf_cols == 8192);
   CHECK(plan_of(262144, 8, true, "sfcols=131072").sf_cols == 8192);
   CHECK(plan_of(262144, 128, true, "splitfilter=1").split_filter);
+}
+
+TEST_CASE("the split fallback's histograms beside the split finish while both grids fit 8 x SMs") {
+  const SamplePlan p = plan_of(262144, 16, true);  // 16 x (32 + 32) = 1024 <= 1056
+  CHECK(p.split_finish);
+  CHECK(p.split_filter);
+  CHECK(p.split_spec);
+  CHECK(plan_of(262144, 8, true).split_spec);
+  CHECK(!plan_of(262144, 17, true).split_spec);    // 1088
+  CHECK(plan_of(151936, 21, true).split_spec);     // 21 x (19 + 30) = 1029
+  CHECK(!plan_of(151936, 22, true).split_spec);    // 1078
+  CHECK(plan_of(65536, 26, true).split_spec);      // 26 x (8 + 32) = 1040
+  CHECK(!plan_of(65536, 32, true).split_spec);     // 1280
+  CHECK(plan_of(65536, 32, true, "spec=1").split_spec);
+  CHECK(!plan_of(262144, 8, true, "spec=0").split_spec);
+  // Never without both: no top-p rows, no split finish or no split fallback.
+  CHECK(!plan_of(262144, 8, false).split_spec);
+  CHECK(!plan_of(262144, 8, true, "split=0,spec=1").split_spec);
+  CHECK(!plan_of(262144, 8, true, "splitfilter=0,spec=1").split_spec);
 }
 
 TEST_CASE("V <= 2048: small_filter_kernel also runs a mixed call's unfiltered rows") {

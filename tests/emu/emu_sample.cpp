@@ -213,15 +213,19 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
       (const void*)&filter_kernel<0, true, false>,  (const void*)&filter_kernel<1, true, false>,
       (const void*)&filter_kernel<0, false, true>,  (const void*)&filter_kernel<1, false, true>,
       (const void*)&filter_kernel<0, true, true>,   (const void*)&filter_kernel<1, true, true>};
+  // (split_finish_hist_kernel: the finish and split_hist_kernel's work in one launch)
   const void* split_kernels[] = {(const void*)&split_hist_kernel<0>, (const void*)&split_hist_kernel<1>,
-                                 (const void*)&split_bound_kernel<0>, (const void*)&split_bound_kernel<1>};
+                                 (const void*)&split_bound_kernel<0>, (const void*)&split_bound_kernel<1>,
+                                 (const void*)&split_finish_hist_kernel<0>, (const void*)&split_finish_hist_kernel<1>};
   int split_launches = 0;
+  std::vector<int> fb_rows;  // the fallback list as filter_kernel found it (it resets the count)
   g_emu_before_launch = [&](const void* k) {
     for (const void* sk : split_kernels) split_launches += k == sk ? 1 : 0;
     if (std::find(std::begin(filter_kernels), std::end(filter_kernels), k) == std::end(filter_kernels) ||
         plan.direct_filter)
       return;
     g_fb_total += *P.fb_count;
+    fb_rows.assign(P.fb_rows, P.fb_rows + *P.fb_count);
     fprintf(stderr, "  fallback rows: %d of %d:", *P.fb_count, a.num_rows);
     for (int i = 0; i < *P.fb_count; ++i) {
       fprintf(stderr, " %d", case_of(P.fb_rows[i]));
@@ -238,13 +242,16 @@ void run_emu(const dds_sample_args& a, int V, std::vector<unsigned char>& ws_sto
     for (int r = 0; r < a.num_rows; ++r) fprintf(stderr, " %u", P.split_cnt[r].ns);
     fprintf(stderr, "\n");
   }
-  // The split fallback: both its kernels launched, and the rows it took (their records in the
+  // The split fallback: both its kernels launched (the histograms inside the finish's launch with
+  // plan.split_spec), and the fallback rows it took (their records in the
   // workspace, which filter_kernel finished from).
   g_sf_rows = -1;
   if (split_launches == 2) {
     g_sf_rows = 0;
-    for (int r = 0; r < a.num_rows; ++r) g_sf_rows += P.sf_rows[r].ok ? 1 : 0;
-    fprintf(stderr, "  split fallback rows: %d\n", g_sf_rows);
+    // (the fallback list's rows: with plan.split_spec the histograms ran for every top-p row)
+    for (int r : fb_rows) g_sf_rows += P.sf_rows[r].ok ? 1 : 0;
+    fprintf(stderr, "  split fallback rows: %d%s\n", g_sf_rows,
+            plan.split_spec ? " (histograms beside the finish)" : "");
   } else if (split_launches != 0) {
     fprintf(stderr, "  split fallback: %d of its 2 kernels launched\n", split_launches);
     g_counter_bad = 1;
