@@ -187,12 +187,13 @@ inline bool split_filter_default(int num_rows, int sf_ctas, int num_sms) {
 // (split_finish_hist_kernel), for every row the fallback may take, while both grids together are
 // at most 8 x SMs CTAs: the histograms need only the logits and the block records, and take the
 // SMs that idle while each row's last finish CTA works; rows that settle pay a read for nothing.
-// The outputs are the same bits either way. H100, dds_profile_sample (30 calls, median us), spec=0 / spec=1, top-p 0.9:
-// f32 262144 T = 0.5 (64 CTAs a row): 8 rows 119.7 / 101.2, 16 rows 135.6 / 116.7, 32 rows 175.4
-// / 166.3, 64 rows 228.9 / 261.9; bf16 262144 T = 0.25 (peaked): 8 rows 60.2 / 57.5, 16 rows 76.6
-// / 74.1, 32 rows 91.3 / 105.2; f32 151936 T = 0.5 (49): 16 rows 113.7 / 101.9; bf16 65536 T = 0.5
-// (40): 16 rows 107.5 / 94.1; another run, f32 262144 T = 0.5: 12 rows 128.6 / 113.3, 24 rows
-// 165.8 / 166.3, T = 0.25 at 24 rows 80.1 / 82.5 (docs/cuda_sample.md §2).
+// The outputs are the same bits either way. H100, dds_profile_sample (30 calls, median us),
+// spec=0 / spec=1, top-p 0.9: f32 262144 T = 0.5 (64 CTAs a row): 8 rows 119.7 / 101.2, 16 rows
+// 135.6 / 116.7, 32 rows 175.4 / 166.3, 64 rows 228.9 / 261.9; bf16 262144 T = 0.25 (peaked): 8
+// rows 60.2 / 57.5, 16 rows 76.6 / 74.1, 32 rows 91.3 / 105.2; f32 151936 T = 0.5 (49): 16 rows
+// 113.7 / 101.9; bf16 65536 T = 0.5 (40): 16 rows 107.5 / 94.1; another run, f32 262144 T = 0.5:
+// 12 rows 128.6 / 113.3, 24 rows 165.8 / 166.3, T = 0.25 at 24 rows 80.1 / 82.5
+// (docs/cuda_sample.md §2).
 inline bool split_spec_default(int num_rows, int split_ctas, int sf_ctas, int num_sms) {
   return (long long)num_rows * (split_ctas + sf_ctas) <= 8LL * num_sms;
 }

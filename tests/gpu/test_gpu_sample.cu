@@ -518,7 +518,8 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
   // splitfilter=1 applies to the fallback's wide top-p rows of V > 40960 with processed
   // statistics: the 65536- and 262144-column shapes, whose default plan takes it at their row
   // counts, so splitfilter=0 gives filter_kernel alone; its histograms run beside the split
-  // finish by default on both, spec=0 gives them a launch of their own)
+  // finish by default on both, spec=0 gives them a launch of their own, spec=1,sfcols=2048 runs
+  // them beside it over 4 times as many CTAs per row at 262144 columns)
   const char* plans[] = {"cta=0", "cta=1", "small_plain=0", "small_plain=0,fuse=1",
                          "small_plain=0,fuse=0", "small_filter=0", "exact_all=1", "top2=0",
                          "top2=1", "fbpw=1", "fbpw=3", "bpw=1", "bpw=4", "cf_wpc=1",
@@ -526,7 +527,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
                          "split=1,top2=0", "small_filter=0,split=1", "split=1,rank=0",
                          "split=1,rank=128", "splitfilter=0",
                          "splitfilter=1", "splitfilter=1,split=0", "splitfilter=1,top2=0", "spec=0",
-                         "spec=1", "spec=1,top2=0", "split=1,smems=0", "split=1,smems=1024", "joint=0",
+                         "spec=1,sfcols=2048", "spec=1,top2=0", "split=1,smems=0", "split=1,smems=1024", "joint=0",
                          "direct=1"};
   for (const Shape& sh : shapes) {
     Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 900 + sh.V, sh.stats, true);
