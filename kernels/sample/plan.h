@@ -71,6 +71,8 @@ struct SamplePlan {
   int sf_ctas = 1;                //   their CTAs per row (from V only)
   bool split_spec = false;        //   its histograms beside the split finish, for every row it
                                   //   may take (split_finish_hist_kernel; no split_hist_kernel)
+  bool split_overlap = false;     //   and its boundary pass and filter_kernel launched to start
+                                  //   while the finish's settled rows still run (split_spec only)
   int split_smem = 0;             // split_finish_kernel: S in shared memory when |S| <= this
   int split_rank = 0;             // split_finish_kernel: top-k by ranks when |S| is at most this
                                   // (0: always the radix select)
@@ -85,7 +87,8 @@ struct SamplePlan {
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
       fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
-      split = -1, splitfilter = -1, sfcols = -1, joint = -1, rank = -1, spec = -1, smems = -1;
+      split = -1, splitfilter = -1, sfcols = -1, joint = -1, rank = -1, spec = -1, smems = -1,
+      ovl = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -215,7 +218,7 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"split", &SamplePlanOverrides::split},             {"splitfilter", &SamplePlanOverrides::splitfilter},
       {"sfcols", &SamplePlanOverrides::sfcols},           {"joint", &SamplePlanOverrides::joint},
       {"rank", &SamplePlanOverrides::rank},               {"spec", &SamplePlanOverrides::spec},
-      {"smems", &SamplePlanOverrides::smems},
+      {"smems", &SamplePlanOverrides::smems},             {"ovl", &SamplePlanOverrides::ovl},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -288,6 +291,7 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
                    s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
   p.split_spec = p.split_finish && p.split_filter &&
                  pick(o.spec, split_spec_default(s.num_rows, p.split_ctas, p.sf_ctas, sms));
+  p.split_overlap = p.split_spec && pick(o.ovl, true);
   return p;
 }
 

@@ -11,7 +11,7 @@
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
 #   plan's overrides (SamplePlanOverrides: small_plain, small_filter, cta, bpw, fuse, direct, fbpw,
 #   top2, cf_wpc, smem_row, exact_all, filter_grid, split, splitfilter, sfcols, joint, rank, spec,
-#   smems), ban=N (the banned token),
+#   smems, ovl), ban=N (the banned token),
 #   wide=1 (rows of wide top-p nuclei), case=N (every row of case N of emu_sample.cpp's batch),
 #   sfrows=N (the split fallback must take >= N rows), hostile=K
 #   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
