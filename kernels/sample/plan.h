@@ -71,8 +71,9 @@ struct SamplePlan {
   int sf_ctas = 1;                //   their CTAs per row (from V only)
   bool split_spec = false;        //   its histograms beside the split finish, for every row it
                                   //   may take (split_finish_hist_kernel; no split_hist_kernel)
-  bool split_overlap = false;     //   and its boundary pass and filter_kernel launched to start
-                                  //   while the finish's settled rows still run (split_spec only)
+  int split_overlap = 0;          //   and its boundary pass and filter_kernel launched to start
+                                  //   while the finish's settled rows still run (split_spec only;
+                                  //   1: from each row's verdict, 2: from its first top-p pass)
   int split_smem = 0;             // split_finish_kernel: S in shared memory when |S| <= this
   int split_rank = 0;             // split_finish_kernel: top-k by ranks when |S| is at most this
                                   // (0: always the radix select)
@@ -291,7 +292,7 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
                    s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
   p.split_spec = p.split_finish && p.split_filter &&
                  pick(o.spec, split_spec_default(s.num_rows, p.split_ctas, p.sf_ctas, sms));
-  p.split_overlap = p.split_spec && pick(o.ovl, true);
+  p.split_overlap = !p.split_spec ? 0 : o.ovl >= 0 && o.ovl <= 2 ? o.ovl : 1;
   return p;
 }
 

@@ -261,6 +261,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   bool counted = false;
   if (blockIdx.x < nf) {
     split_finish_cta<DT>(P, *reinterpret_cast<SplitSmem*>(raw), blockIdx.x, [&]() {
+      if (counted) return;
       if (P.overlap) overlap_signal(P.ovl, P.ovl_n[0]);
       counted = true;
     });
