@@ -292,7 +292,7 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
                    s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
   p.split_spec = p.split_finish && p.split_filter &&
                  pick(o.spec, split_spec_default(s.num_rows, p.split_ctas, p.sf_ctas, sms));
-  p.split_overlap = !p.split_spec ? 0 : o.ovl >= 0 && o.ovl <= 2 ? o.ovl : 1;
+  p.split_overlap = !p.split_spec ? 0 : o.ovl >= 0 && o.ovl <= 2 ? o.ovl : 2;
   return p;
 }
 
