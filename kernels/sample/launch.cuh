@@ -205,7 +205,8 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
       if (plan.split_filter) {  // wide top-p rows of the fallback: the first two stages split
         const unsigned g = (unsigned)((long long)P.num_rows * plan.sf_ctas);
         if (!plan.split_spec) launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
-        launch_kernel_overlapped(plan.split_overlap, s, split_bound_kernel<DT>, g, kRowWarps * 32, 0, P);
+        launch_kernel_overlapped(plan.split_overlap, s, split_bound_kernel<DT>, g, kRowWarps * 32,
+                                 0, P);
       }
       with_flags(mask, plan.split_filter, [&](auto m, auto split) {
         launch_kernel_overlapped(plan.split_overlap, s, filter_kernel<DT, m, split>,

@@ -124,8 +124,9 @@ struct RecsSmem {
 
 // CTA `cta` of the split finish's grid (rows x split_ctas_for(nblocks) CTAs). The row's last
 // CTA calls verdict() (the whole CTA) once it has said whether the row goes to the fallback list
-// (and appended it there), before it finishes a row that settles; with P.overlap == 2 also as
-// soon as filter_thresholds knows that the row settles (verdict() then runs twice).
+// (and appended it there), before it finishes a row that settles, and already when
+// filter_thresholds knows that the row settles (its top-p select's first pass: verdict() then
+// runs twice).
 struct NoVerdict {
   __device__ __forceinline__ void operator()() const {}
 };
@@ -263,9 +264,7 @@ __device__ __forceinline__ void split_finish_cta(const SampleParams& P, SplitSme
                                        [&](int k, uint32_t& kthr, int& cid) {
                                          return s_smem && rank_topk(sm, nS, P.split_rank, k, invT, kthr, cid);
                                        },
-                                       [&]() {
-                                         if (P.overlap == 2) verdict();
-                                       });
+                                       verdict);
   if (!th.ok || !th.inside) {  // not provable from the candidates: filter_kernel takes the row
     if (tid == 0) {
       const int slot = atomicAdd(P.fb_count, 1);

@@ -53,7 +53,7 @@ elif [ "${2:-}" = --quick ]; then
             "70000 8 0 0 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0" \
             "40000 22 1 0 ties=1,split=1|ties=1,split=0" "262144 8 1 0 split=1,rank=256|split=1,rank=0" \
             "262144 8 0 0 case=12,sfrows=3,spec=1|spec=0,splitfilter=0" \
-            "65536 16 1 0 wide=1,sfrows=3,ovl=2|wide=1,ovl=0"; do
+            "65536 16 1 0 wide=1,sfrows=3|wide=1,ovl=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
@@ -115,7 +115,7 @@ else
            "65536 16 1 0 1 wide=1,spec=1,sfrows=3|wide=1,spec=0" \
            "65536 16 0 0 1 wide=1,mask=2,spec=1,sfrows=3|wide=1,mask=2,splitfilter=0" \
            "151936 10 0 1 1 wide=1,spec=1|wide=1,splitfilter=0" \
-           "262144 8 0 0 1 case=12,sfrows=3,ovl=2|ovl=1" "262144 8 1 0 0.25 ovl=2|ovl=0"; do
+           "262144 8 0 0 1 case=12,sfrows=3|ovl=0" "262144 8 1 0 0.25 default|ovl=0"; do
     set -- $c
     "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
   done

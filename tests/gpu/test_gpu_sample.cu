@@ -520,8 +520,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
   // counts, so splitfilter=0 gives filter_kernel alone; its histograms run beside the split
   // finish by default on both, spec=0 gives them a launch of their own, spec=1,sfcols=2048 runs
   // them beside it over 4 times as many CTAs per row at 262144 columns; there the boundary pass
-  // and filter_kernel start while the finish's settled rows run (from each settled row's first
-  // top-p pass), ovl=0 after the finish, ovl=1 from each row's thresholds; the
+  // and filter_kernel start while the finish's settled rows run, ovl=0 after the finish; the
   // default plan's call is also replayed from a CUDA graph)
   const char* plans[] = {"cta=0", "cta=1", "small_plain=0", "small_plain=0,fuse=1",
                          "small_plain=0,fuse=0", "small_filter=0", "exact_all=1", "top2=0",
@@ -530,7 +529,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
                          "split=1,top2=0", "small_filter=0,split=1", "split=1,rank=0",
                          "split=1,rank=128", "splitfilter=0",
                          "splitfilter=1", "splitfilter=1,split=0", "splitfilter=1,top2=0", "spec=0",
-                         "spec=1,sfcols=2048", "ovl=0", "ovl=1", "spec=1,top2=0", "split=1,smems=0", "split=1,smems=1024", "joint=0",
+                         "spec=1,sfcols=2048", "ovl=0", "spec=1,top2=0", "split=1,smems=0", "split=1,smems=1024", "joint=0",
                          "direct=1", "default"};
   for (const Shape& sh : shapes) {
     Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 900 + sh.V, sh.stats, true);
