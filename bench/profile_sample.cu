@@ -5,7 +5,9 @@
 // (CUDA events; unreliable under a profiler, which serialises and replays kernels).
 // --dump FILE: the last call's outputs written raw to FILE (for cmp across builds or plans);
 // --plan SPEC: launch plan overrides (kernels/sample/plan.h, e.g. "small_plain=0,fuse=1"), set
-// through the internal hook (src/testing.h; this program links the static dds_internal).
+// through the internal hook (src/testing.h; this program links the static dds_internal);
+// --graph: one call captured into a CUDA graph, the graph launched `calls` times (the same step
+// each time) instead of calls launched on the stream.
 #include <dds/dds.h>
 
 #include <algorithm>
@@ -23,11 +25,13 @@ int main(int argc, char** argv) {
   int npos = argc;
   const char* dump = nullptr;
   const char* plan = nullptr;
+  bool graph = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--", 2) != 0) continue;
     if (npos == argc) npos = i;
     if (!std::strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
     else if (!std::strcmp(argv[i], "--plan") && i + 1 < argc) plan = argv[++i];
+    else if (!std::strcmp(argv[i], "--graph")) graph = true;
     else {
       std::printf("dds_profile_sample: unknown option %s\n", argv[i]);
       return 2;
@@ -108,7 +112,21 @@ int main(int argc, char** argv) {
   a.confidence = (float*)(out + 3 * rows);
   a.margin = (float*)(out + 4 * rows);
   a.entropy = (float*)(out + 5 * rows);
+  cudaGraphExec_t exec = nullptr;
+  if (graph) {
+    cudaStream_t st;
+    cudaGraph_t g;
+    bool ok = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess &&
+              cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    ok = ok && dds_sample(s, &a, st) == DDS_OK;
+    ok = cudaStreamEndCapture(st, &g) == cudaSuccess && ok;
+    if (!ok || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
+      std::printf("dds_profile_sample: graph capture failed: %s\n", dds_last_error());
+      return 1;
+    }
+  }
   const float med = median_call_us(calls, [&](int i) {
+    if (exec) return cudaGraphLaunch(exec, nullptr) == cudaSuccess;
     a.step = i;
     if (dds_sample(s, &a, nullptr) == DDS_OK) return true;
     std::printf("dds_sample: %s\n", dds_last_error());
@@ -125,8 +143,9 @@ int main(int argc, char** argv) {
       std::fclose(f);
     }
   }
-  std::printf("dds_profile_sample %s V=%d rows=%d %s T=%g: median %.1f us over %d calls\n",
-              bf16 ? "bf16" : "f32", V, rows, scen, temp, med, calls);
+  std::printf("dds_profile_sample %s V=%d rows=%d %s T=%g: median %.1f us over %d %s\n",
+              bf16 ? "bf16" : "f32", V, rows, scen, temp, med, calls,
+              exec ? "graph launches" : "calls");
   dds_destroy(s);
   return 0;
 }

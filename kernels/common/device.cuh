@@ -47,6 +47,51 @@ __device__ __forceinline__ void exp_terms(const X& x, float m, float& s, float& 
   }
 }
 
+// Programmatic dependent launch (sm_90): pdl_trigger lets the grid queued after this one with
+// the launch attribute (launch_kernel's `overlap`) start once every CTA of this grid has called it
+// or exited; pdl_wait waits until the grid this one was so launched after has completed and its
+// writes are visible. A grid launched that way learns what its predecessor wrote through the
+// counters of overlap_signal / overlap_wait below, and one of its CTAs calls pdl_wait before it
+// exits, so that its completion still implies the predecessor's (the next launch of the stream
+// waits only for this grid). No-ops before sm_90 and in the host emulation (grids run in order).
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The CTA has written what a grid launched after it needs: (every thread calls it) a barrier,
+// then thread 0 publishes the CTA's writes (a fence, then one count on *done), then pdl_trigger.
+// True in every thread of the CTA whose count was the n-th.
+__device__ __forceinline__ bool overlap_signal(unsigned* done, unsigned n) {
+  __syncthreads();
+  unsigned old = 0;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    old = atomicAdd(done, 1u);
+  }
+  const bool last = __syncthreads_or(threadIdx.x == 0 && old == n - 1u) != 0;
+  pdl_trigger();
+  return last;
+}
+// Waits (every thread) until *done reaches n, then reads what the counted CTAs wrote before
+// their counts (a fence after the count, as after the split kernels' per-row counters).
+__device__ __forceinline__ void overlap_wait(const unsigned* done, unsigned n) {
+#if defined(__CUDA_ARCH__)
+  if (threadIdx.x == 0)
+    while (*reinterpret_cast<const volatile unsigned*>(done) < n) __nanosleep(64);
+#else
+  if (threadIdx.x == 0 && *done != n) __builtin_trap();  // grids run in order: all counted, once
+#endif
+  __syncthreads();
+  __threadfence();
+}
+
 }  // namespace dds
 
 // `extern __shared__ unsigned char name[]`, 16-byte aligned: a kernel's dynamic shared memory.

@@ -566,10 +566,13 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
 // (graph-safe: zero at rest). Otherwise one CTA per row, every filtered row. MASK: as
 // small_plain_kernel's. SPLIT: the launch follows the split fallback (plan.split_filter), whose
 // rows resume from its state; without, that path is not compiled in (fewer registers live
-// through the row's passes).
+// through the row's passes). With plan.split_overlap it may start before split_bound_kernel's
+// grid has completed: it waits until that grid's CTAs have counted themselves done (P.ovl[1]),
+// and its last CTA waits for that grid to complete (pdl_wait) before it exits.
 template <int DT, bool MASK, bool SPLIT>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) {
   DDS_DYNAMIC_SMEM(smem_raw);
+  if (SPLIT && P.overlap) overlap_wait(P.ovl + 1, P.ovl_n[1]);
   if (!P.direct_filter) {
     const int n = min((int)*reinterpret_cast<volatile int*>(P.fb_count), P.num_rows);
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
@@ -586,6 +589,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
         *P.fb_count = 0;
         *P.fb_done = 0u;
         __threadfence();
+        if (SPLIT && P.overlap) pdl_wait();
       }
     }
   } else {

@@ -337,6 +337,8 @@ __device__ __forceinline__ void zero_finish_state(const SampleParams& P) {
   if (t == 0) {
     *P.fb_count = 0;
     *P.fb_done = 0u;
+    P.ovl[0] = 0u;
+    P.ovl[1] = 0u;
   }
   if (P.split_finish) {
     unsigned* w = reinterpret_cast<unsigned*>(P.split_cnt);

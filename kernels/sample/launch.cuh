@@ -47,7 +47,7 @@ struct SampleWorkspace {
     const size_t nb = (size_t)((V + kB - 1) / kB);
     counters = 0;
     fb = align(counters + rows * sizeof(int));
-    recs = align(fb + 2 * sizeof(int));
+    recs = align(fb + 4 * sizeof(int));  // fb_count, fb_done, ovl[2]
     rowinfo = align(recs + rows * nb * sizeof(BlockRec));
     cand = align(rowinfo + rows * sizeof(RowInfo));
     kmass = align(cand + rows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
@@ -74,6 +74,7 @@ struct SampleWorkspace {
     P.fb_rows = reinterpret_cast<int*>(base + fb_rows);
     P.fb_count = reinterpret_cast<int*>(base + fb);
     P.fb_done = reinterpret_cast<unsigned*>(base + fb + sizeof(int));
+    P.ovl = reinterpret_cast<unsigned*>(base + fb + 2 * sizeof(int));
     P.split_cnt = reinterpret_cast<SplitRowCnt*>(base + split_cnt);
     P.split_s = reinterpret_cast<int2*>(base + split_s);
     P.sf_rows = reinterpret_cast<SplitFiltRow*>(base + sf_rows);
@@ -145,6 +146,9 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
   P.split_finish = plan.split_finish;
   P.split_rank = plan.split_rank;
   P.split_smem = plan.split_smem;
+  P.overlap = plan.split_overlap;
+  P.ovl_n[0] = (unsigned)((long long)P.num_rows * (plan.split_ctas + plan.sf_ctas));
+  P.ovl_n[1] = (unsigned)((long long)P.num_rows * plan.sf_ctas);
   // Counters are zero at rest only within one operation (the workspace is shared with
   // dds_verify_drafts), so a plan that uses them clears them on the stream: the fused plain
   // pass's per-row counters by a memset node, the filtered path's counters and per-row records
@@ -201,11 +205,13 @@ cudaError_t launch_sample_dt(SampleParams P, const SamplePlan& plan, cudaStream_
       if (plan.split_filter) {  // wide top-p rows of the fallback: the first two stages split
         const unsigned g = (unsigned)((long long)P.num_rows * plan.sf_ctas);
         if (!plan.split_spec) launch_kernel(s, split_hist_kernel<DT>, g, kRowWarps * 32, 0, P);
-        launch_kernel(s, split_bound_kernel<DT>, g, kRowWarps * 32, 0, P);
+        launch_kernel_overlapped(plan.split_overlap, s, split_bound_kernel<DT>, g, kRowWarps * 32,
+                                 0, P);
       }
       with_flags(mask, plan.split_filter, [&](auto m, auto split) {
-        launch_kernel(s, filter_kernel<DT, m, split>, (unsigned)plan.filter_grid, kFilterThreads,
-                      filter_smem_bytes(P.V, plan.smem_row), P);
+        launch_kernel_overlapped(plan.split_overlap, s, filter_kernel<DT, m, split>,
+                                 (unsigned)plan.filter_grid, kFilterThreads,
+                                 filter_smem_bytes(P.V, plan.smem_row), P);
       });
     }
   }

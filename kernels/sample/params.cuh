@@ -148,6 +148,13 @@ struct SampleParams {
   int split_smem;  // split_finish_kernel: S in shared memory when |S| <= this (plan.split_smem)
   SplitFiltRow* sf_rows;
   int* sf_list;
+  // plan.split_overlap: split_bound_kernel and filter_kernel start while the split finish's rows
+  // that settle still run (programmatic dependent launch); they wait until ovl[0] counts the
+  // ovl_n[0] CTAs of split_finish_hist_kernel, ovl[1] the ovl_n[1] of split_bound_kernel
+  // (both zeroed by row_pass_kernel).
+  int overlap;
+  unsigned* ovl;
+  unsigned ovl_n[2];
 };
 
 }  // namespace ksample

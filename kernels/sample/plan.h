@@ -71,6 +71,8 @@ struct SamplePlan {
   int sf_ctas = 1;                //   their CTAs per row (from V only)
   bool split_spec = false;        //   its histograms beside the split finish, for every row it
                                   //   may take (split_finish_hist_kernel; no split_hist_kernel)
+  bool split_overlap = false;     //   and its boundary pass and filter_kernel launched to start
+                                  //   while the finish's settled rows still run (split_spec only)
   int split_smem = 0;             // split_finish_kernel: S in shared memory when |S| <= this
   int split_rank = 0;             // split_finish_kernel: top-k by ranks when |S| is at most this
                                   // (0: always the radix select)
@@ -85,7 +87,8 @@ struct SamplePlan {
 struct SamplePlanOverrides {
   int small_plain = -1, small_filter = -1, cta = -1, bpw = -1, fuse = -1, direct = -1,
       fbpw = -1, top2 = -1, cf_wpc = -1, smem_row = -1, exact_all = -1, filter_grid = -1,
-      split = -1, splitfilter = -1, sfcols = -1, joint = -1, rank = -1, spec = -1, smems = -1;
+      split = -1, splitfilter = -1, sfcols = -1, joint = -1, rank = -1, spec = -1, smems = -1,
+      ovl = -1;
 };
 
 // Consecutive blocks per warp of plain_pass_kernel: 16 from 1024 rows, 8 below (256 x 262144 f32
@@ -197,6 +200,19 @@ inline bool split_filter_default(int num_rows, int sf_ctas, int num_sms) {
 inline bool split_spec_default(int num_rows, int split_ctas, int sf_ctas, int num_sms) {
   return (long long)num_rows * (split_ctas + sf_ctas) <= 8LL * num_sms;
 }
+// With the histograms beside the finish, the boundary pass and filter_kernel start while the
+// finish's settled rows still run (programmatic dependent launch; the grids hand over through
+// counters, docs/cuda_sample.md §5): the fallback rows' chain no longer waits for the slowest
+// settled row. The outputs are the same bits either way. H100, CUDA-graph replays of one build,
+// dds_profile_sample --graph medians of 200 launches, ovl=0 / the default, top-p 0.9, us: f32
+// 262144 x 8 T = 0.5 93.5 / 84.7, bf16 262144 x 8 T = 0.5 108.3 / 92.7, bf16 151936 x 16 108.8 /
+// 102.9; (30 launches) f32 151936 x 8 83.3 / 68.8, bf16 65536 x 16 86.0 / 75.6, bf16 262144 x 8
+// T = 0.25 50.8 / 49.4. Where every row falls back (flat rows) there is nothing to overlap and the launch
+// attribute costs ~2 us: f32 262144 x 8 T = 1 101.8 / 103.9, x 12 114.0 / 115.7; f32 262144 x 16
+// T = 0.5 109.1 / 111.3. A settled row signals at its top-p select's first pass rather than after
+// its thresholds (after / at, 30 launches, T = 0.5, 8 rows): f32 262144 85.3 / 84.5, bf16 262144
+// 100.7 / 92.9, f32 151936 75.7 / 69.0.
+inline bool split_overlap_default() { return true; }
 
 // Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
 // the tests' and tools' command lines. Returns false with *err at the bad item.
@@ -215,7 +231,7 @@ inline bool parse_plan_overrides(const char* text, SamplePlanOverrides* o, const
       {"split", &SamplePlanOverrides::split},             {"splitfilter", &SamplePlanOverrides::splitfilter},
       {"sfcols", &SamplePlanOverrides::sfcols},           {"joint", &SamplePlanOverrides::joint},
       {"rank", &SamplePlanOverrides::rank},               {"spec", &SamplePlanOverrides::spec},
-      {"smems", &SamplePlanOverrides::smems},
+      {"smems", &SamplePlanOverrides::smems},             {"ovl", &SamplePlanOverrides::ovl},
   };
   *o = SamplePlanOverrides{};
   for (const char* p = text; p && *p;) {
@@ -288,6 +304,7 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
                    s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
   p.split_spec = p.split_finish && p.split_filter &&
                  pick(o.spec, split_spec_default(s.num_rows, p.split_ctas, p.sf_ctas, sms));
+  p.split_overlap = p.split_spec && pick(o.ovl, split_overlap_default());
   return p;
 }
 

@@ -204,6 +204,10 @@ struct NoMass {
 struct NoRank {
   __device__ __forceinline__ bool operator()(int, uint32_t&, int&) const { return false; }
 };
+// A call (team-uniform) once a select or filter_thresholds knows something early: nothing.
+struct NoCall {
+  __device__ __forceinline__ void operator()() const {}
+};
 // Who runs a select (select_src) or a token search (list_token): one warp (WarpTeam), or the
 // kRowWarps warps of a CTA (CtaTeam: every warp walks its share of the entries into the shared
 // bins, warp 0 scans them and hands the results over in TeamSmem).
@@ -408,11 +412,14 @@ __device__ __forceinline__ int team_token(const Team& team, const Req& q, uint32
 // hist / hm: this warp's shared bins (hm: kWBins 64-bit words, used as 2 x kWBins 32-bit ones).
 // lst (optional, room for every entry; lcnt: a shared counter): after the first pass the entries
 // inside the prefix are listed (column, source key), and the other three passes walk that list.
-template <int mode, typename Team, typename Each, typename F, typename TG, typename MF = NoMass>
+// reached(): called (the whole team) after the first pass when the goal lies within the entries.
+template <int mode, typename Team, typename Each, typename F, typename TG, typename MF = NoMass,
+          typename R = NoCall>
 __device__ __forceinline__ WSel select_src(const Team& team, const Each& each,
                                            long long need, const TG& tgt, unsigned* hist,
                                            unsigned long long* hm, F f, MF mf = MF{},
-                                           int2* lst = nullptr, unsigned* lcnt = nullptr) {
+                                           int2* lst = nullptr, unsigned* lcnt = nullptr,
+                                           const R& reached = R{}) {
   const int lane = team.lane;
   uint32_t* mlo = reinterpret_cast<uint32_t*>(hm);  // bin masses: two 32-bit words (mass_add)
   uint32_t* mhi = mlo + kWBins;
@@ -515,6 +522,7 @@ __device__ __forceinline__ WSel select_src(const Team& team, const Each& each,
       r.reached = false;
       break;
     }
+    if (pass == 0) reached();
     prefix |= (uint32_t)chosen << sh;
     pmask |= 255u << sh;
     above_cnt = c;
@@ -603,20 +611,23 @@ __device__ __noinline__ Top2 block_top2(const SampleParams& P, const Req& q, int
 // cannot settle top-k; inside = false: the kept set is not provably inside the source. lst / lcnt:
 // select_src's optional list (room for nS entries). topk(k, kthr, cid): a caller's own select of
 // top-k's threshold (the same kthr and cid as the radix select and its tie cut), or false (team-
-// uniform) to leave it to them.
+// uniform) to leave it to them. settled(): called (the whole team) as soon as the result will have
+// ok and inside, before the top-p select's later passes (not always: a caller also decides from
+// the result).
 struct FiltThr {
   uint32_t kthr;
   int cid;
   bool ok, inside;
 };
-template <class Team, class Each, class Out, class TopK = NoRank>
+template <class Team, class Each, class Out, class TopK = NoRank, class Settled = NoCall>
 __device__ __forceinline__ FiltThr filter_thresholds(const Team& team, const SampleParams& P,
                                                      const Req& q, const Each& each, int nS,
                                                      bool complete, float m, double md,
                                                      float amin, float Ua, unsigned* hist,
                                                      unsigned long long* hm, const Out& outside,
                                                      int2* lst = nullptr, unsigned* lcnt = nullptr,
-                                                     const TopK& topk = TopK{}) {
+                                                     const TopK& topk = TopK{},
+                                                     const Settled& settled = Settled{}) {
   uint32_t kthr = 0;
   int cid = INT_MAX;
   bool inside = complete;  // the kept set provably lies in the source
@@ -678,7 +689,7 @@ __device__ __forceinline__ FiltThr filter_thresholds(const Team& team, const Sam
                                    hist, hm,
                                    [&](int c, float, uint32_t& key) {
                                      return !(key < kthr || (key == kthr && c > cid));
-                                   }, mass_of, lst, lcnt);
+                                   }, mass_of, lst, lcnt, settled);
       if (s.reached) {
         const double target = p * ((double)s.total + zo);
         const uint32_t K = s.key;

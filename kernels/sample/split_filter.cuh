@@ -157,8 +157,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_hist_kernel(const __grid
 
 // Stage 2: the boundary pass on the CTA's columns.
 template <int DT>
-__global__ void __launch_bounds__(kRowWarps * 32) split_bound_kernel(const __grid_constant__ SampleParams P) {
-  __shared__ __align__(16) SplitFiltSmem sm;
+__device__ __forceinline__ void split_bound_cta(const SampleParams& P, SplitFiltSmem& sm) {
   int row, part;
   Req q;
   if (!split_filter_cta(P, row, part, q)) return;
@@ -229,6 +228,18 @@ __global__ void __launch_bounds__(kRowWarps * 32) split_bound_kernel(const __gri
     if (nk) atomicAdd(&st.nk, nk);
   }
 }
+// plan.split_overlap: launched to start while the split finish's settled rows still run, it
+// waits until every CTA of split_finish_hist_kernel has counted itself done (P.ovl[0]: the
+// fallback list and the histograms are written), counts its own CTAs for filter_kernel (P.ovl[1]),
+// and its last CTA waits for the finish's grid to complete (pdl_wait), so that this grid's
+// completion implies the finish's for the launches after it.
+template <int DT>
+__global__ void __launch_bounds__(kRowWarps * 32) split_bound_kernel(const __grid_constant__ SampleParams P) {
+  __shared__ __align__(16) SplitFiltSmem sm;
+  if (P.overlap) overlap_wait(P.ovl, P.ovl_n[0]);
+  split_bound_cta<DT>(P, sm);
+  if (P.overlap && overlap_signal(P.ovl + 1, P.ovl_n[1])) pdl_wait();
+}
 
 // The split finish and, beside it, stage 1 speculatively (plan.split_spec): CTAs [0, rows x
 // split_ctas_for(nblocks)) are split_finish_kernel's, the next rows x P.sf_ctas CTAs build the
@@ -244,17 +255,27 @@ __global__ void __launch_bounds__(kRowWarps * 32)
       sizeof(SplitSmem) > sizeof(SplitFiltSmem) ? sizeof(SplitSmem) : sizeof(SplitFiltSmem);
   __shared__ __align__(16) unsigned char raw[kBytes];
   const unsigned nf = (unsigned)P.num_rows * (unsigned)split_ctas_for(P.nblocks);
+  // plan.split_overlap: each CTA counts itself done for split_bound_kernel (P.ovl[0]) once what
+  // that kernel reads is written: a row's last finish CTA at its verdict, before the rest of a
+  // row that settles; the others as they end.
+  bool counted = false;
   if (blockIdx.x < nf) {
-    split_finish_cta<DT>(P, *reinterpret_cast<SplitSmem*>(raw), blockIdx.x);
-    return;
+    split_finish_cta<DT>(P, *reinterpret_cast<SplitSmem*>(raw), blockIdx.x, [&]() {
+      if (counted) return;
+      if (P.overlap) overlap_signal(P.ovl, P.ovl_n[0]);
+      counted = true;
+    });
+  } else {
+    const unsigned i = blockIdx.x - nf;
+    const int row = (int)(i / (unsigned)P.sf_ctas);
+    const int part = (int)(i - (unsigned)row * (unsigned)P.sf_ctas);
+    if (row < P.num_rows) {
+      const Req q = row_req(P, row);
+      if (split_filter_ok(P, q))
+        split_hist_cta<DT>(P, *reinterpret_cast<SplitFiltSmem*>(raw), row, part, q);
+    }
   }
-  const unsigned i = blockIdx.x - nf;
-  const int row = (int)(i / (unsigned)P.sf_ctas);
-  const int part = (int)(i - (unsigned)row * (unsigned)P.sf_ctas);
-  if (row >= P.num_rows) return;
-  const Req q = row_req(P, row);
-  if (split_filter_ok(P, q))
-    split_hist_cta<DT>(P, *reinterpret_cast<SplitFiltSmem*>(raw), row, part, q);
+  if (P.overlap && !counted) overlap_signal(P.ovl, P.ovl_n[0]);
 }
 
 }  // namespace ksample

@@ -122,10 +122,17 @@ struct RecsSmem {
   __device__ __forceinline__ float ea(int b) const { return s->u.r.rea[b]; }
 };
 
-// CTA `cta` of the split finish's grid (rows x split_ctas_for(nblocks) CTAs).
-template <int DT>
+// CTA `cta` of the split finish's grid (rows x split_ctas_for(nblocks) CTAs). The row's last
+// CTA calls verdict() (the whole CTA) once it has said whether the row goes to the fallback list
+// (and appended it there), before it finishes a row that settles, and already when
+// filter_thresholds knows that the row settles (its top-p select's first pass: verdict() then
+// runs twice).
+struct NoVerdict {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <int DT, class Verdict = NoVerdict>
 __device__ __forceinline__ void split_finish_cta(const SampleParams& P, SplitSmem& sm,
-                                                 unsigned cta) {
+                                                 unsigned cta, const Verdict& verdict = {}) {
   const int spr = split_ctas_for(P.nblocks);  // CTAs per row
   const int row = (int)(cta / (unsigned)spr);
   const int part = (int)(cta - (unsigned)row * (unsigned)spr);
@@ -256,14 +263,17 @@ __device__ __forceinline__ void split_finish_cta(const SampleParams& P, SplitSme
                                        [&]() { return zo; }, s_smem ? nullptr : cl, &sm.lcnt,
                                        [&](int k, uint32_t& kthr, int& cid) {
                                          return s_smem && rank_topk(sm, nS, P.split_rank, k, invT, kthr, cid);
-                                       });
+                                       },
+                                       verdict);
   if (!th.ok || !th.inside) {  // not provable from the candidates: filter_kernel takes the row
     if (tid == 0) {
       const int slot = atomicAdd(P.fb_count, 1);
       P.fb_rows[slot] = row;
     }
+    verdict();
     return;
   }
+  verdict();
   const Kept in_k{th.kthr, th.cid, amin};
   // Kept sums in fixed point: per block (the block scores; zeroed above) and in all (cta_sum_u64's
   // barriers complete the block masses).

@@ -108,6 +108,13 @@ TEST_CASE("the split fallback's histograms beside the split finish while both gr
   CHECK(!plan_of(262144, 8, false).split_spec);
   CHECK(!plan_of(262144, 8, true, "split=0,spec=1").split_spec);
   CHECK(!plan_of(262144, 8, true, "splitfilter=0,spec=1").split_spec);
+  // The boundary pass and filter_kernel overlap the finish's tail with the histograms beside it,
+  // never without them.
+  CHECK(p.split_overlap);
+  CHECK(!plan_of(262144, 8, true, "ovl=0").split_overlap);
+  CHECK(!plan_of(262144, 17, true).split_overlap);
+  CHECK(!plan_of(262144, 8, true, "spec=0,ovl=1").split_overlap);
+  CHECK(!plan_of(262144, 8, false, "ovl=1").split_overlap);
 }
 
 TEST_CASE("V <= 2048: small_filter_kernel also runs a mixed call's unfiltered rows") {

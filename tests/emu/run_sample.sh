@@ -5,13 +5,13 @@
 # Checks the kernels' logic on a machine without a GPU (not speed, not the device libm: exp2f
 # stands for ex2.approx; races: racecheck.sh).
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
-#        tests/emu/run_sample.sh <build dir> --quick                    31 cases (CI, CTest label emu)
+#        tests/emu/run_sample.sh <build dir> --quick                    32 cases (CI, CTest label emu)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
 #   plan's overrides (SamplePlanOverrides: small_plain, small_filter, cta, bpw, fuse, direct, fbpw,
 #   top2, cf_wpc, smem_row, exact_all, filter_grid, split, splitfilter, sfcols, joint, rank, spec,
-#   smems), ban=N (the banned token),
+#   smems, ovl), ban=N (the banned token),
 #   wide=1 (rows of wide top-p nuclei), case=N (every row of case N of emu_sample.cpp's batch),
 #   sfrows=N (the split fallback must take >= N rows), hostile=K
 #   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
@@ -52,7 +52,8 @@ elif [ "${2:-}" = --quick ]; then
             "1025 600 0 0 zeros=1" "1025 8 1 0 zeros=1" "5000 40 1 0 zeros=1,mask=2" \
             "70000 8 0 0 zeros=1,split=1,splitfilter=1|zeros=1,split=0,splitfilter=0" \
             "40000 22 1 0 ties=1,split=1|ties=1,split=0" "262144 8 1 0 split=1,rank=256|split=1,rank=0" \
-            "262144 8 0 0 case=12,sfrows=3,spec=1|spec=0,splitfilter=0"; do
+            "262144 8 0 0 case=12,sfrows=3,spec=1|spec=0,splitfilter=0" \
+            "65536 16 1 0 wide=1,sfrows=3|wide=1,ovl=0"; do
     set -- $cm
     "$out/emu_sample" "$1" "$2" "$3" "$4" 1 "$5" 2>/dev/null | tail -1 || rc=1
   done
@@ -113,7 +114,8 @@ else
            "262144 8 1 0 1 wide=1,sfrows=3|splitfilter=0" \
            "65536 16 1 0 1 wide=1,spec=1,sfrows=3|wide=1,spec=0" \
            "65536 16 0 0 1 wide=1,mask=2,spec=1,sfrows=3|wide=1,mask=2,splitfilter=0" \
-           "151936 10 0 1 1 wide=1,spec=1|wide=1,splitfilter=0"; do
+           "151936 10 0 1 1 wide=1,spec=1|wide=1,splitfilter=0" \
+           "262144 8 0 0 1 case=12,sfrows=3|ovl=0" "262144 8 1 0 0.25 default|ovl=0"; do
     set -- $c
     "$out/emu_sample" "$1" "$2" "$3" "$4" "$5" "$6" 2>/dev/null | tail -1 || rc=1
   done

@@ -124,7 +124,10 @@ struct OutBufs {
   std::vector<uint8_t> probs;
 };
 
-Results run(dds_sampler* s, const Problem& pb, bool device, cudaStream_t stream = nullptr) {
+// graph: the call captured into a CUDA graph on a stream of its own, then the graph launched
+// once (device arrays only).
+Results run(dds_sampler* s, const Problem& pb, bool device, cudaStream_t stream = nullptr,
+            bool graph = false) {
   Bound b(device);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   OutBufs o;
@@ -177,7 +180,26 @@ Results run(dds_sampler* s, const Problem& pb, bool device, cudaStream_t stream 
     a.allowed_token_masks = b.put(pb.mask);
     a.allowed_mask_stride = pb.mask_stride;
   }
-  const dds_status st = dds_sample(s, &a, stream);
+  dds_status st;
+  if (graph) {
+    cudaStream_t gs;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    REQUIRE(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking) == cudaSuccess);
+    REQUIRE(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    st = dds_sample(s, &a, gs);
+    REQUIRE(cudaStreamEndCapture(gs, &g) == cudaSuccess);
+    INFO(dds_last_error());
+    REQUIRE(st == DDS_OK);
+    REQUIRE(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+    REQUIRE(cudaGraphLaunch(ge, gs) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(gs) == cudaSuccess);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(gs);
+  } else {
+    st = dds_sample(s, &a, stream);
+  }
   INFO(dds_last_error());
   REQUIRE(st == DDS_OK);
   if (device) {

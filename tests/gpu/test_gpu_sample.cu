@@ -519,7 +519,9 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
   // statistics: the 65536- and 262144-column shapes, whose default plan takes it at their row
   // counts, so splitfilter=0 gives filter_kernel alone; its histograms run beside the split
   // finish by default on both, spec=0 gives them a launch of their own, spec=1,sfcols=2048 runs
-  // them beside it over 4 times as many CTAs per row at 262144 columns)
+  // them beside it over 4 times as many CTAs per row at 262144 columns; there the boundary pass
+  // and filter_kernel start while the finish's settled rows run, ovl=0 after the finish; the
+  // default plan's call is also replayed from a CUDA graph)
   const char* plans[] = {"cta=0", "cta=1", "small_plain=0", "small_plain=0,fuse=1",
                          "small_plain=0,fuse=0", "small_filter=0", "exact_all=1", "top2=0",
                          "top2=1", "fbpw=1", "fbpw=3", "bpw=1", "bpw=4", "cf_wpc=1",
@@ -527,8 +529,8 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
                          "split=1,top2=0", "small_filter=0,split=1", "split=1,rank=0",
                          "split=1,rank=128", "splitfilter=0",
                          "splitfilter=1", "splitfilter=1,split=0", "splitfilter=1,top2=0", "spec=0",
-                         "spec=1,sfcols=2048", "spec=1,top2=0", "split=1,smems=0", "split=1,smems=1024", "joint=0",
-                         "direct=1"};
+                         "spec=1,sfcols=2048", "ovl=0", "spec=1,top2=0", "split=1,smems=0", "split=1,smems=1024", "joint=0",
+                         "direct=1", "default"};
   for (const Shape& sh : shapes) {
     Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 900 + sh.V, sh.stats, true);
     dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, sh.V, sh.rows, pb.R);
@@ -538,7 +540,8 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
       const char* err = nullptr;
       REQUIRE(dds::ksample::parse_plan_overrides(text, &o, &err));
       REQUIRE(dds::testing::set_sample_plan(gpu, o) == DDS_OK);
-      const Results got = run(gpu, pb, true);
+      const bool graph = std::strcmp(text, "default") == 0;
+      const Results got = run(gpu, pb, true, nullptr, graph);
       INFO("V=" << sh.V << " rows=" << sh.rows << " dtype=" << sh.dtype << " plan " << text);
       CHECK(got.tokens == ref.tokens);
       CHECK(got.argmax == ref.argmax);

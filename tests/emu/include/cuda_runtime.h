@@ -16,11 +16,18 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 6 };
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  union {
+    int programmaticStreamSerializationAllowed;
+  } val;
+};
 struct cudaLaunchConfig_t {
   dim3 gridDim, blockDim;
   size_t dynamicSmemBytes = 0;
   cudaStream_t stream = nullptr;
-  void* attrs = nullptr;
+  cudaLaunchAttribute* attrs = nullptr;
   unsigned numAttrs = 0;
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
