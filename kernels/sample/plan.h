@@ -206,12 +206,12 @@ inline bool split_spec_default(int num_rows, int split_ctas, int sf_ctas, int nu
 // settled row. The outputs are the same bits either way. H100, CUDA-graph replays of one build,
 // dds_profile_sample --graph medians of 200 launches, ovl=0 / the default, top-p 0.9, us: f32
 // 262144 x 8 T = 0.5 93.5 / 84.7, bf16 262144 x 8 T = 0.5 108.3 / 92.7, bf16 151936 x 16 108.8 /
-// 102.9; (30 launches) f32 151936 x 8 83.3 / 68.8, bf16 65536 x 16 86.0 / 75.6, bf16 262144 x 8
-// T = 0.25 50.8 / 49.4. Where every row falls back (flat rows) there is nothing to overlap and the launch
-// attribute costs ~2 us: f32 262144 x 8 T = 1 101.8 / 103.9, x 12 114.0 / 115.7; f32 262144 x 16
-// T = 0.5 109.1 / 111.3. A settled row signals at its top-p select's first pass rather than after
-// its thresholds (after / at, 30 launches, T = 0.5, 8 rows): f32 262144 85.3 / 84.5, bf16 262144
-// 100.7 / 92.9, f32 151936 75.7 / 69.0.
+// 102.9; (30 launches) f32 151936 x 8 83.3 / 68.8, bf16 65536 x 16 86.0 / 75.6, bf16 262144 x 8 T =
+// 0.25 50.8 / 49.4. Where every row falls back (flat rows) there is nothing to overlap and the
+// launch attribute costs ~2 us: f32 262144 x 8 T = 1 101.8 / 103.9, x 12 114.0 / 115.7; f32 262144
+// x 16 T = 0.5 109.1 / 111.3. A settled row signals at its top-p select's first pass rather than
+// after its thresholds (after / at, 30 launches, T = 0.5, 8 rows): f32 262144 85.3 / 84.5, bf16
+// 262144 100.7 / 92.9, f32 151936 75.7 / 69.0.
 inline bool split_overlap_default() { return true; }
 
 // Parses "key=value,..." into o (keys: the fields of SamplePlanOverrides; "default": none), for
