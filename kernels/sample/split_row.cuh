@@ -127,10 +127,7 @@ struct RecsSmem {
 // (and appended it there), before it finishes a row that settles, and already when
 // filter_thresholds knows that the row settles (its top-p select's first pass: verdict() then
 // runs twice).
-struct NoVerdict {
-  __device__ __forceinline__ void operator()() const {}
-};
-template <int DT, class Verdict = NoVerdict>
+template <int DT, class Verdict = NoCall>
 __device__ __forceinline__ void split_finish_cta(const SampleParams& P, SplitSmem& sm,
                                                  unsigned cta, const Verdict& verdict = {}) {
   const int spr = split_ctas_for(P.nblocks);  // CTAs per row
