@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
       std::printf("dds_profile_sample: graph capture failed: %s\n", dds_last_error());
       return 1;
     }
+    cudaGraphDestroy(g);  // (the executable graph keeps what it needs)
   }
   const float med = median_call_us(calls, [&](int i) {
     if (exec) return cudaGraphLaunch(exec, nullptr) == cudaSuccess;

@@ -10,19 +10,9 @@
 
 namespace dds {
 
-template <typename... KA, typename... A>
-inline void launch_kernel(cudaStream_t s, void (*k)(KA...), dim3 grid, dim3 block, size_t smem,
-                          A&&... a) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  (void)cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(a)...);
-}
-// The same, and when `overlap` with the programmatic-dependent-launch attribute: the kernel may
-// start while the stream's previous grid still runs, once each of that grid's CTAs has called
-// pdl_trigger or exited (kernels/common/device.cuh says how such a kernel waits for its inputs).
+// With `overlap`, also the programmatic-dependent-launch attribute: the kernel may start while
+// the stream's previous grid still runs, once each of that grid's CTAs has called pdl_trigger or
+// exited (kernels/common/device.cuh says how such a kernel waits for its inputs).
 template <typename... KA, typename... A>
 inline void launch_kernel_overlapped(bool overlap, cudaStream_t s, void (*k)(KA...), dim3 grid,
                                      dim3 block, size_t smem, A&&... a) {
@@ -37,6 +27,11 @@ inline void launch_kernel_overlapped(bool overlap, cudaStream_t s, void (*k)(KA.
   cfg.attrs = overlap ? attr : nullptr;
   cfg.numAttrs = overlap ? 1u : 0u;
   (void)cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(a)...);
+}
+template <typename... KA, typename... A>
+inline void launch_kernel(cudaStream_t s, void (*k)(KA...), dim3 grid, dim3 block, size_t smem,
+                          A&&... a) {
+  launch_kernel_overlapped(false, s, k, grid, block, smem, static_cast<A&&>(a)...);
 }
 
 // Two run-time flags as compile-time ones, for choosing a kernel's instantiation:
