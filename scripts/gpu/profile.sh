@@ -18,6 +18,8 @@
 #                  instructions with the most executions and stall samples (ncu-digest.py), and
 #                  OUT_DIR/ncu_<op>_<shape>_sass.csv.gz keeps the whole per-instruction table for
 #                  sass-lines.py (per source line)
+#   INTERVAL=N     with SOURCE=1: one stall sample every 2^(5+N) cycles per SM sub-partition
+#                  (ncu --warp-sampling-interval; default auto, which gives a short kernel few)
 #   FLAGS          extra arguments for the profiling program
 set -u -o pipefail
 . "$(dirname "$0")/lib.sh"
@@ -38,6 +40,7 @@ if [ -n "${KERNEL:-}" ]; then
 fi
 src=()
 [ "${SOURCE:-0}" = 1 ] && src=(--section SourceCounters --import-source yes)
+[ "${SOURCE:-0}" = 1 ] && [ -n "${INTERVAL:-}" ] && src+=(--warp-sampling-interval "$INTERVAL")
 IFS=';' read -ra shapes <<<"$4"
 for s in "${shapes[@]}"; do
   read -r a1 a2 a3 a4 a5 <<<"$s"
