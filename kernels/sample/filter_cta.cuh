@@ -27,7 +27,7 @@ __device__ __forceinline__ RowSrc<DT> filter_src(const SampleParams& P, const Re
 // The fallback rows that the split fallback (split_filter.cuh) starts: top-p without top-k on
 // rows re-read from the logits, with processed statistics (sums in fixed point only).
 __device__ __forceinline__ bool split_filter_ok(const SampleParams& P, const Req& q) {
-  return P.split_filter && !P.direct_filter && !P.smem_row && !P.stats_guided && P.V > kSmemRowMax &&
+  return P.split_filter && !P.direct_filter && !P.smem_row && !P.stats_guided && P.V > kSplitFiltMinV &&
          is_filtered(q, P.V) && (q.k <= 0 || q.k >= P.V) && q.p > 0.f && q.p < 1.f;
 }
 
@@ -85,6 +85,19 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   // The split fallback took the row (its first digit, the sums above it and its list are done).
   const SplitFiltRow* sfr =
       SPLIT && split_filter_ok(P, q) && __ldcg(&P.sf_rows[row].ok) != 0 ? P.sf_rows + row : nullptr;
+  if (sfr && tid == 0) {
+    // The first digit's state, as radix_select leaves it after its first pass (the top-p select
+    // below resumes from it; nothing before it uses sm.sel_*): loaded while the row's maximum is
+    // found, read after that step's barriers.
+    const uint32_t d = __ldcg(&sfr->bd);
+    sm.sel_key = d;
+    sm.sel_eq_cnt = __ldcg(&sfr->eqn);
+    sm.sel_above_cnt = __ldcg(&sfr->above_cnt);
+    sm.sel_above_mass = __ldcg(&sfr->above_mass);
+    sm.sel_target = __ldcg(&sfr->target);
+    sm.sel_prefix = d << 21;
+    sm.sel_pmask = 0x7ffu << 21;
+  }
 
   // Pass 1: max / argmax / second of l, count of finite columns; fill the shared row. A row the
   // candidates' finish sent here (its block records intact) without top-k and not held in shared
@@ -96,31 +109,44 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   int n0 = 0, n_tf = 0;
   Top2 rec{neg_inf(), INT_MAX, neg_inf()};  // recs_head: over the block records
   if (recs_head) {
-    if (warp == 0) {
-      const BlockRec* recs = P.recs + (long long)row * P.nblocks;
-      for (int b = lane; b < P.nblocks; b += 32) {
-        const float m1 = __ldcg(&recs[b].maxl);
-        if (m1 == neg_inf()) continue;
-        Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b,
-               P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
-        rec = top2_merge(rec, o);
-      }
+    // A record per thread (one L2 round trip for up to 1024 blocks, where warp 0 alone took one
+    // per 32 blocks in turn).
+    const BlockRec* recs = P.recs + (long long)row * P.nblocks;
+    for (int b = tid; b < P.nblocks; b += blockDim.x) {
+      const float m1 = __ldcg(&recs[b].maxl);
+      if (m1 == neg_inf()) continue;
+      Top2 o{m1, P.pass_top2 ? __ldcg(&recs[b].amax) : b,
+             P.pass_top2 ? __ldcg(&recs[b].second) : neg_inf()};
+      rec = top2_merge(rec, o);
+    }
+    if (P.pass_top2) {
+      t = rec;  // the records are the answer: the CTA's reduction below merges them
+    } else {
+      // Without top-2 records: the maximum's block (one column per thread) for its first column
+      // and its runner-up, once the CTA knows which block that is.
       rec = warp_top2(rec);
       if (lane == 0) {
-        sm.resf[2] = rec.m1;
-        sm.resi = rec.i1;
-        sm.resf[1] = rec.m2;
+        sm.redf[warp] = rec.m1;
+        sm.redi[warp] = rec.i1;
+        sm.redf2[warp] = rec.m2;
       }
-    }
-    __syncthreads();
-    rec = Top2{sm.resf[2], sm.resi, sm.resf[1]};
-    __syncthreads();
-    // Without top-2 records: the maximum's block (one column per thread) for its first column
-    // and its runner-up.
-    const int c = rec.i1 * kB + tid;
-    if (rec.m1 != neg_inf() && !P.pass_top2 && tid < kB && c < V) {
-      const float v = src.l(c);
-      if (v != neg_inf()) t = Top2{v, c, neg_inf()};
+      __syncthreads();
+      if (warp == 0) {
+        rec = warp_top2(Top2{sm.redf[lane], sm.redi[lane], sm.redf2[lane]});
+        if (lane == 0) {
+          sm.resf[2] = rec.m1;
+          sm.resi = rec.i1;
+          sm.resf[1] = rec.m2;
+        }
+      }
+      __syncthreads();
+      rec = Top2{sm.resf[2], sm.resi, sm.resf[1]};
+      // (sm.red* and sm.res* are written again only after the barrier below)
+      const int c = rec.i1 * kB + tid;
+      if (rec.m1 != neg_inf() && tid < kB && c < V) {
+        const float v = src.l(c);
+        if (v != neg_inf()) t = Top2{v, c, neg_inf()};
+      }
     }
   } else {
     src.for_each([&](int c, float v) {
@@ -146,10 +172,9 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
     Top2 w{sm.redf[lane], sm.redi[lane], sm.redf2[lane]};
     w = warp_top2(w);
     int n = warp_sumi((int)sm.cnt[lane]);
-    if (recs_head) {
-      if (P.pass_top2) w = rec;
-      else w = Top2{rec.m1, w.i1, fmaxf(rec.m2, w.m2)};
-      n = rec.m1 == neg_inf() ? 0 : V;  // (n0 unknown: V bounds it)
+    if (recs_head) {  // (with top-2 records, w is already the records')
+      if (!P.pass_top2) w = Top2{rec.m1, w.i1, fmaxf(rec.m2, w.m2)};
+      n = w.m1 == neg_inf() ? 0 : V;  // (n0 unknown: V bounds it)
     }
     if (lane == 0) {
       sm.resf[0] = w.m1;
@@ -285,21 +310,8 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
           // digit fit the shared list, one more pass over the row lists them, and the other
           // digits, the tie cut and the kept sums run on the list (3 reads of the row instead of
           // 5 where the nucleus is not a large share of the row).
-          if (sfr) {  // the first digit's state, as radix_select leaves it after its first pass
-            if (tid == 0) {
-              const uint32_t d = __ldcg(&sfr->bd);
-              sm.sel_key = d;
-              sm.sel_eq_cnt = __ldcg(&sfr->eqn);
-              sm.sel_above_cnt = __ldcg(&sfr->above_cnt);
-              sm.sel_above_mass = __ldcg(&sfr->above_mass);
-              sm.sel_target = __ldcg(&sfr->target);
-              sm.sel_prefix = d << 21;
-              sm.sel_pmask = 0x7ffu << 21;
-            }
-            __syncthreads();
-          } else {
-            radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p, 0, 1);
-          }
+          // (sfr: the first digit's state is in sm.sel_* from the start of the row)
+          if (!sfr) radix_select(sm, S, 1, 0, 0.0, in_prefix, mass_of, (double)q.p, 0, 1);
           const uint32_t bd = sm.sel_key;  // the boundary digit (key bits 31..21)
           const int eqn = sm.sel_eq_cnt;   // columns in it
           const long long upto = (long long)sm.sel_above_cnt + eqn;

@@ -57,8 +57,8 @@ struct SampleWorkspace {
     split_cnt = align(fb_rows + rows * sizeof(int));
     split_s = align(split_cnt + srows * sizeof(SplitRowCnt));
     sf_rows = align(split_s + srows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
-    // the split fallback (rows of more than kSmemRowMax columns, at most kSplitMaxRows rows)
-    const size_t sfrows = V > kSmemRowMax ? srows : 0;
+    // the split fallback (rows of more than kSplitFiltMinV columns, at most kSplitMaxRows rows)
+    const size_t sfrows = V > kSplitFiltMinV ? srows : 0;
     sf_list = align(sf_rows + sfrows * sizeof(SplitFiltRow));
     total = align(sf_list + sfrows * 2 * (size_t)kBigListCap * sizeof(int));
   }

@@ -135,7 +135,7 @@ struct SampleParams {
   // and its candidate set S (nblocks x cand_cap entries).
   SplitRowCnt* split_cnt;
   int2* split_s;
-  // The split fallback (plan.split_filter, rows of V > kSmemRowMax, at most kSplitMaxRows rows):
+  // The split fallback (plan.split_filter, rows of V > kSplitFiltMinV, at most kSplitMaxRows rows):
   // its CTAs per row and columns per CTA, per row its scratch and its list (kBigListCap ids, then
   // their l values).
   int split_filter;

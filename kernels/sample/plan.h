@@ -178,6 +178,7 @@ constexpr int split_smem_default() { return kSplitSmemS; }
 // / filter_kernel alone: 32 rows 262.4 / 383.3 us, 64 rows 376.6 / 443.5, 128 rows 598.0 / 543.0,
 // 256 rows 1128.9 / 1069.3). filter_kernel's outputs are the same bits with or without it
 // (split_filter.cuh), so the choice may follow the row count; the split depends on V only.
+constexpr int kSplitFiltMinV = 16384;  // the split fallback takes rows of more columns than this
 constexpr int split_filter_cols_for(int V) {
   const int c = ((V + 31) / 32 + kB - 1) / kB * kB;
   return c < 2048 ? 2048 : c > kSplitFiltCols ? kSplitFiltCols : c;
@@ -280,7 +281,6 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   p.fbpw = o.fbpw > 0 && s.dtype != 0 ? o.fbpw : filtered_bpw(s.dtype, s.num_rows, p.nblocks);
   p.pass_top2 = pick(o.top2, pass_top2_default(s.num_rows, p.nblocks));
   p.cf_wpc = o.cf_wpc > 0 && o.cf_wpc <= kRowWarps ? o.cf_wpc : cand_finish_wpc(s.num_rows, sms);
-  p.smem_row = pick(o.smem_row, s.V <= kSmemRowMax);
   p.filter_grid = s.num_rows;
   if (!p.direct_filter && p.filter_grid > 2 * sms) p.filter_grid = 2 * sms;
   if (o.filter_grid > 0 && !p.direct_filter) p.filter_grid = o.filter_grid;
@@ -298,10 +298,15 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   // (columns per CTA forced: a multiple of 1024, from 1024 to 65536; else the rule)
   p.sf_cols = o.sfcols >= kB && o.sfcols <= 65536 && o.sfcols % kB == 0 ? o.sfcols : split_filter_cols_for(s.V);
   p.sf_ctas = split_filter_ctas_for(s.V, p.sf_cols);
-  // (rows of more than kSmemRowMax columns that filter_kernel re-reads; at most kSplitMaxRows
-  // rows, forced or not: the workspace holds their lists for that many)
-  p.split_filter = s.run_filter && s.run_top_p && !p.direct_filter && !p.small_filter && !p.smem_row && s.V > kSmemRowMax &&
-                   s.num_rows <= kSplitMaxRows && pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
+  // (rows of more than kSplitFiltMinV columns that filter_kernel re-reads: a call the split takes
+  // does not hold its rows in shared memory, and a forced smem_row=1 leaves the split out; at most
+  // kSplitMaxRows rows, forced or not: the workspace holds their lists for that many)
+  const bool smem_forced = o.smem_row == 1 && s.V <= kSmemRowMax;
+  p.split_filter = s.run_filter && s.run_top_p && !p.direct_filter && !p.small_filter && !smem_forced &&
+                   s.V > kSplitFiltMinV && s.num_rows <= kSplitMaxRows &&
+                   pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
+  // (never above kSmemRowMax columns, forced or not: the shared memory holds that many)
+  p.smem_row = s.V <= kSmemRowMax && pick(o.smem_row, !p.split_filter);
   p.split_spec = p.split_finish && p.split_filter &&
                  pick(o.spec, split_spec_default(s.num_rows, p.split_ctas, p.sf_ctas, sms));
   p.split_overlap = p.split_spec && pick(o.ovl, split_overlap_default());

@@ -4,7 +4,8 @@
 // for bit.
 //
 // Which rows: the fallback list's rows (those the candidates could not settle) of more than
-// kSmemRowMax columns (filter_kernel re-reads them from the logits), top-p without top-k, with
+// kSplitFiltMinV columns (filter_kernel re-reads them from the logits: a call the split takes does
+// not hold its rows in shared memory, plan.h), top-p without top-k, with
 // processed statistics (split_filter_ok). There filter_kernel (a) takes the row maximum from the
 // block records, (b) finds the boundary 11-bit digit bd of the top-p select from a histogram of
 // counts and 2^44 fixed-point masses over every finite column, (c) in a boundary pass adds the

@@ -79,9 +79,23 @@ TEST_CASE("the split fallback: about 32 CTAs a row of 2048 to 8192 columns, with
   CHECK(!plan_of(262144, 128, true).split_filter);
   CHECK(plan_of(65536, 8, true).sf_ctas == 32);
   CHECK(plan_of(151936, 8, true).sf_ctas == 30);
-  // Only for calls that can have top-p rows, and only for rows filter_kernel re-reads (V > 40960).
+  // Only for calls that can have top-p rows, and only for rows of more than kSplitFiltMinV
+  // columns; a call it takes re-reads its rows (no row in shared memory), smem_row=1 forces the
+  // row into shared memory and the split out (up to kSmemRowMax columns; above, no row is held).
   CHECK(!plan_of(262144, 8, false).split_filter);
-  CHECK(!plan_of(40960, 8, true).split_filter);
+  CHECK(!plan_of(kSplitFiltMinV, 8, true).split_filter);
+  CHECK(plan_of(kSplitFiltMinV, 8, true).smem_row);
+  CHECK(plan_of(kSplitFiltMinV + 1, 8, true).split_filter);
+  CHECK(plan_of(32000, 8, true).split_filter);
+  CHECK(!plan_of(32000, 8, true).smem_row);
+  CHECK(plan_of(32000, 8, true).sf_ctas == 16);
+  CHECK(plan_of(32000, 8, false).smem_row);       // no top-p: no split, the row in shared memory
+  CHECK(!plan_of(32000, 256, true).split_filter);  // 256 x 16 > 2112
+  CHECK(plan_of(32000, 256, true).smem_row);
+  CHECK(!plan_of(32000, 8, true, "smem_row=1").split_filter);
+  CHECK(plan_of(32000, 8, true, "smem_row=1").smem_row);
+  CHECK(!plan_of(262144, 8, true, "smem_row=1").smem_row);
+  CHECK(plan_of(262144, 8, true, "smem_row=1").split_filter);
   CHECK(plan_of(40961, 8, true).split_filter);
   // Forced columns per CTA: a multiple of 1024 from 1024 to 65536, else the rule.
   CHECK(plan_of(262144, 8, true, "sfcols=4096").sf_cols == 4096);

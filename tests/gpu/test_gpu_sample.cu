@@ -515,9 +515,10 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
                           {65536, 16, DDS_DTYPE_BF16, DDS_STATS_PROCESSED},
                           {262144, 8, DDS_DTYPE_F32, DDS_STATS_PROCESSED}};
   // (split=1 is refused above kSplitMaxRows rows: the 1030-row shape keeps the warp finish;
-  // splitfilter=1 applies to the fallback's wide top-p rows of V > 40960 with processed
-  // statistics: the 65536- and 262144-column shapes, whose default plan takes it at their row
-  // counts, so splitfilter=0 gives filter_kernel alone; its histograms run beside the split
+  // splitfilter=1 applies to the fallback's wide top-p rows of V > 16384 with processed
+  // statistics: the 40000-, 65536- and 262144-column shapes, whose default plan takes it at their
+  // row counts, so splitfilter=0 gives filter_kernel alone (and smem_row=1, at 40000 columns,
+  // filter_kernel alone with the row in shared memory); its histograms run beside the split
   // finish by default on both, spec=0 gives them a launch of their own, spec=1,sfcols=2048 runs
   // them beside it over 4 times as many CTAs per row at 262144 columns; there the boundary pass
   // and filter_kernel start while the finish's settled rows run, ovl=0 after the finish; the
@@ -525,7 +526,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
   const char* plans[] = {"cta=0", "cta=1", "small_plain=0", "small_plain=0,fuse=1",
                          "small_plain=0,fuse=0", "small_filter=0", "exact_all=1", "top2=0",
                          "top2=1", "fbpw=1", "fbpw=3", "bpw=1", "bpw=4", "cf_wpc=1",
-                         "smem_row=0", "filter_grid=1", "split=0", "split=1",
+                         "smem_row=0", "smem_row=1", "filter_grid=1", "split=0", "split=1",
                          "split=1,top2=0", "small_filter=0,split=1", "split=1,rank=0",
                          "split=1,rank=128", "splitfilter=0",
                          "splitfilter=1", "splitfilter=1,split=0", "splitfilter=1,top2=0", "spec=0",
