@@ -178,14 +178,21 @@ constexpr int split_smem_default() { return kSplitSmemS; }
 // / filter_kernel alone: 32 rows 262.4 / 383.3 us, 64 rows 376.6 / 443.5, 128 rows 598.0 / 543.0,
 // 256 rows 1128.9 / 1069.3). filter_kernel's outputs are the same bits with or without it
 // (split_filter.cuh), so the choice may follow the row count; the split depends on V only.
+// Rows of kSplitFiltMinV < V <= kSmemRowMax, which filter_kernel alone holds in shared memory (a
+// call the split takes re-reads them), while rows x CTAs per row is at most 4 x SMs (H100,
+// dds_profile_sample --graph, 100 launches, the row in shared memory (smem_row=1) / the split, top-p
+// 0.9, us; the same output bytes): 8 rows f32 32000 T = 1 83.8 / 57.4, T = 0.5 88.4 / 55.8, bf16
+// 32000 T = 1 95.3 / 67.0, T = 0.5 105.5 / 63.6, f32 20000 69.7 / 57.6, f32 16400 68.5 / 57.6,
+// the mix f32 32000 104.6 / 71.4; bf16 40000 x 22 T = 0.5 115.7 / 74.1; but f32 32000 x 64 T = 1
+// 87.8 / 92.3 (bf16 32000 x 128 T = 0.5 118.3 / 110.9).
 constexpr int kSplitFiltMinV = 16384;  // the split fallback takes rows of more columns than this
 constexpr int split_filter_cols_for(int V) {
   const int c = ((V + 31) / 32 + kB - 1) / kB * kB;
   return c < 2048 ? 2048 : c > kSplitFiltCols ? kSplitFiltCols : c;
 }
 constexpr int split_filter_ctas_for(int V, int cols) { return (V + cols - 1) / cols; }
-inline bool split_filter_default(int num_rows, int sf_ctas, int num_sms) {
-  return (long long)num_rows * sf_ctas <= 16LL * num_sms;
+inline bool split_filter_default(int V, int num_rows, int sf_ctas, int num_sms) {
+  return (long long)num_rows * sf_ctas <= (V <= kSmemRowMax ? 4LL : 16LL) * num_sms;
 }
 // The split fallback's histograms beside the split finish, in its launch
 // (split_finish_hist_kernel), for every row the fallback may take, while both grids together are
@@ -304,7 +311,7 @@ inline SamplePlan plan_sample(const SampleShape& s, const SamplePlanOverrides& o
   const bool smem_forced = o.smem_row == 1 && s.V <= kSmemRowMax;
   p.split_filter = s.run_filter && s.run_top_p && !p.direct_filter && !p.small_filter && !smem_forced &&
                    s.V > kSplitFiltMinV && s.num_rows <= kSplitMaxRows &&
-                   pick(o.splitfilter, split_filter_default(s.num_rows, p.sf_ctas, sms));
+                   pick(o.splitfilter, split_filter_default(s.V, s.num_rows, p.sf_ctas, sms));
   // (never above kSmemRowMax columns, forced or not: the shared memory holds that many)
   p.smem_row = s.V <= kSmemRowMax && pick(o.smem_row, !p.split_filter);
   p.split_spec = p.split_finish && p.split_filter &&

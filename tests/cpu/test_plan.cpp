@@ -90,8 +90,13 @@ TEST_CASE("the split fallback: about 32 CTAs a row of 2048 to 8192 columns, with
   CHECK(!plan_of(32000, 8, true).smem_row);
   CHECK(plan_of(32000, 8, true).sf_ctas == 16);
   CHECK(plan_of(32000, 8, false).smem_row);       // no top-p: no split, the row in shared memory
-  CHECK(!plan_of(32000, 256, true).split_filter);  // 256 x 16 > 2112
-  CHECK(plan_of(32000, 256, true).smem_row);
+  // (rows filter_kernel would hold in shared memory: within 4 x SMs CTAs)
+  CHECK(plan_of(32000, 33, true).split_filter);   // 33 x 16 = 528
+  CHECK(!plan_of(32000, 34, true).split_filter);
+  CHECK(plan_of(32000, 34, true).smem_row);
+  CHECK(plan_of(40000, 22, true).split_filter);   // 22 x 20 = 440
+  CHECK(plan_of(40961, 100, true).split_filter);  // above: 100 x 21 = 2100 <= 16 x SMs
+  CHECK(!plan_of(40961, 101, true).split_filter);
   CHECK(!plan_of(32000, 8, true, "smem_row=1").split_filter);
   CHECK(plan_of(32000, 8, true, "smem_row=1").smem_row);
   CHECK(!plan_of(262144, 8, true, "smem_row=1").smem_row);
