@@ -141,7 +141,8 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
       }
       __syncthreads();
       rec = Top2{sm.resf[2], sm.resi, sm.resf[1]};
-      // (sm.red* and sm.res* are written again only after the barrier below)
+      // (warp 0 read sm.red* before the barrier above; sm.res* is written again only after the
+      // barrier below)
       const int c = rec.i1 * kB + tid;
       if (rec.m1 != neg_inf() && tid < kB && c < V) {
         const float v = src.l(c);
