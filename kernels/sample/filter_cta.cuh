@@ -109,8 +109,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
   int n0 = 0, n_tf = 0;
   Top2 rec{neg_inf(), INT_MAX, neg_inf()};  // recs_head: over the block records
   if (recs_head) {
-    // A record per thread (one L2 round trip for up to 1024 blocks, where warp 0 alone took one
-    // per 32 blocks in turn).
+    // A record per thread: one L2 round trip for up to 1024 blocks.
     const BlockRec* recs = P.recs + (long long)row * P.nblocks;
     for (int b = tid; b < P.nblocks; b += blockDim.x) {
       const float m1 = __ldcg(&recs[b].maxl);
