@@ -344,8 +344,7 @@ __device__ __forceinline__ void filter_row(const SampleParams& P, unsigned char*
             }
             listed = true;
             pre_sums = true;
-          } else if (!P.stats_guided &&
-                     eqn <= (P.smem_row ? kCandCap : kBigListCap)) {
+          } else if (!P.stats_guided && eqn <= wide_list_cap(V)) {
             // A wide nucleus: one pass over the row adds the columns above the boundary digit
             // (all kept but for min-p) to the kept sums, per 1024-block in fixed point, and
             // lists the boundary digit's columns; the other digits, the tie cut and the rest of

@@ -15,6 +15,14 @@ constexpr int kCandCap = 4096;  // candidate list of the filter kernel (ids + l 
 // Rows longer than kSmemRowMax are not held in shared memory: that space then holds a longer list
 // (the boundary digit's columns of a wide top-p nucleus), ids then l values.
 constexpr int kBigListCap = kSmemRowMax / 2;
+// The most columns a wide top-p nucleus's boundary digit may hold for its list (filter_kernel's
+// boundary pass, the split fallback's); a wider digit takes the radix passes over the row. A
+// function of V alone, so that every plan takes the same way, and the same sums, for a row:
+// kCandCap up to kSmemRowMax columns, where filter_kernel may hold the row in shared memory beside
+// a list of that size; kBigListCap above.
+__host__ __device__ constexpr int wide_list_cap(int V) {
+  return V <= kSmemRowMax ? kCandCap : kBigListCap;
+}
 
 struct FilterSmem {
   float tmax[kFilterThreads];  // per-thread maxima of l (pass 1)

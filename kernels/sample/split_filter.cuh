@@ -17,8 +17,8 @@
 //     shared memory (radix_select's bins and mass words), added bin by bin into the row's
 //     histogram in global memory; the row's last CTA (a counter per row) runs radix_select's
 //     first-pass decision on it (radix_pick) and stores the digit's state, unless the digit has
-//     more columns than the list holds (kBigListCap: filter_kernel would not list them either;
-//     the row then stays whole on filter_kernel);
+//     more columns than wide_list_cap(V) (filter_kernel would not list them either; the row
+//     then stays whole on filter_kernel);
 //  2. split_bound_kernel, the same grid: (c) on its columns (boundary_terms, filter_kernel's
 //     code), the per-block masses into kmass, the totals into the row's record, the digit's
 //     columns into the row's list (a counter per row; the list is a set, its order is free);
@@ -135,7 +135,8 @@ __device__ __forceinline__ void split_hist_cta(const SampleParams& P, SplitFiltS
   double target = 0.0;
   radix_pick(sm, kHistBins, 1, 0, target, (double)q.p, 0, 0ull, sm.seg_c, sm.seg_m, sm.seg_ne);
   __syncthreads();
-  if (sm.sel_eq_cnt > kBigListCap) return;  // a digit too wide for the list: filter_kernel alone
+  // (a digit too wide for its list: filter_kernel alone)
+  if (sm.sel_eq_cnt > wide_list_cap(P.V)) return;
   unsigned long long* km = P.kmass + (long long)row * nb;  // stage 2's per-block masses
   for (int b = tid; b < nb; b += blockDim.x) km[b] = 0ull;
   if (tid == 0) {

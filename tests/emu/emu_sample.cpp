@@ -61,6 +61,8 @@ int g_zeros = 0;
 // the groups (sample_rows::tie_settings); the rows with top-k have few candidates, so the split
 // finish's top-k runs by ranks (rank_topk) with ties at its cut.
 int g_ties = 0;
+// Mode item digit=1: top-p rows whose boundary digit holds V / 4 columns (sample_rows::digit_row).
+int g_digit = 0;
 int case_of(int r) { return g_case >= 0 ? g_case : g_wide ? kWideCases[r % 8] : r % 22; }  // a row's case of make()
 Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
   std::mt19937_64 rng(seed);
@@ -88,6 +90,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
     if (q.T > 0.f) q.T *= g_tscale;
     if (g_zeros) q = sample_rows::zero_settings(r, V);
     if (g_ties) q = sample_rows::tie_settings(r, V);
+    if (g_digit) q = sample_rows::digit_settings(r, V);
     sample_rows::push(pb, q);
     pb.seeds.push_back(rng()); pb.steps.push_back(rng() % 100);
     pb.pos.push_back(rng() % 100000);
@@ -102,6 +105,7 @@ Prob make(int V, int rows, int dtype, uint64_t seed, int stats) {
     }
     if (g_zeros) sample_rows::zero_row(r, V, rng, [&](int t, float v) { lg[(size_t)r * V + t] = v; });
     if (g_ties) sample_rows::tie_row(r, V, rng, [&](int t, float v) { lg[(size_t)r * V + t] = v; });
+    if (g_digit) sample_rows::digit_row(r, V, rng, [&](int t, float v) { lg[(size_t)r * V + t] = v; });
   }
   if (dtype == 1) {
     pb.lg16.resize(lg.size());
@@ -188,6 +192,7 @@ void parse_mode(const char* s) {
     else if (item.rfind("case=", 0) == 0) g_case = atoi(item.c_str() + 5);
     else if (item.rfind("zeros=", 0) == 0) g_zeros = atoi(item.c_str() + 6);
     else if (item.rfind("ties=", 0) == 0) g_ties = atoi(item.c_str() + 5);
+    else if (item.rfind("digit=", 0) == 0) g_digit = atoi(item.c_str() + 6);
     else if (item.rfind("sfrows=", 0) == 0) g_sf_min = atoi(item.c_str() + 7);
     else plan += (plan.empty() ? "" : ",") + item;
     p = e ? e + 1 : p + strlen(p);

@@ -5,7 +5,7 @@
 # Checks the kernels' logic on a machine without a GPU (not speed, not the device libm: exp2f
 # stands for ex2.approx; races: racecheck.sh).
 # Usage: tests/emu/run_sample.sh <build dir with libdds.so>            the sweep below
-#        tests/emu/run_sample.sh <build dir> --quick                    33 cases (CI, CTest label emu)
+#        tests/emu/run_sample.sh <build dir> --quick                    34 cases (CI, CTest label emu)
 #        tests/emu/run_sample.sh <build dir> V rows dtype stats [tscale [mode]]   one case
 #        EMU_CASES="V rows dtype stats tscale mode;..." tests/emu/run_sample.sh <build dir>   a list
 #   dtype 0 f32 / 1 bf16; stats 0 processed / 1 guided; mode: "default" or a comma list of the
@@ -17,7 +17,8 @@
 #   (64 rows as 4 requests with case K's row_offsets of tests/hostile_cases.h, positions NULL) and
 #   mask=N (allowed-token masks: 1 dense, 2 sparse; emu_sample.cpp), zeros=1 (rows of +-0 whose
 #   thresholds fall among the zeros: -0 and +0 tie, the lower columns kept), ties=1 (two tie
-#   groups above a low floor: the split finish's selects on a small S meet ties);
+#   groups above a low floor: the split finish's selects on a small S meet ties), digit=1 (top-p
+#   rows whose boundary digit holds V / 4 columns: more than the list of rows of V <= 40960);
 #   "A|B": plan A against the CPU and plan B's outputs equal to A's bit for bit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); build=${1:?build dir}
@@ -43,7 +44,8 @@ elif [ "${2:-}" = --quick ]; then
   # one chunk of block records and over two.)
   for cm in "1025 40 0 1 default" "1025 40 1 1 cta=0" "1025 40 1 0 exact_all=1" "1025 40 1 0 small_plain=0,fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0" \
             "5000 40 1 1 direct=1" "40000 22 1 0 fbpw=3" "40000 22 0 0 smem_row=0,splitfilter=0" \
-            "40000 22 0 0 wide=1,sfrows=3|smem_row=1" "1025 40 0 0 small_filter=0" \
+            "40000 22 0 0 wide=1,sfrows=3|smem_row=1" "32000 8 0 0 digit=1|smem_row=1" \
+            "1025 40 0 0 small_filter=0" \
             "5000 44 1 1 split=1|split=0" "1025 540 1 1 joint=1|joint=0" "1025 40 0 1 joint=1|joint=0" \
             "1025 64 0 0 hostile=0" "1025 64 1 1 hostile=1,small_plain=0,fuse=1" "5000 64 1 0 hostile=2" "40000 64 0 0 hostile=3" \
             "1025 40 0 1 mask=1" "5000 40 1 0 mask=2,small_plain=0,fuse=1" \

@@ -150,6 +150,24 @@ void tie_row(int32_t r, int32_t V, std::mt19937_64& rng, const Put& put) {
   }
 }
 
+// Top-p rows whose boundary digit (key bits 31..21, the fallback's first radix digit) is wide
+// (row r of V columns): V / 8 columns in [3, 3.1), V / 4 in [0.5, 0.6) (one digit), the rest in
+// [-20, -19.9); top-p 0.9 / 0.95 ends among the V / 4, which at V = 32000 is more columns than
+// filter_kernel's list of a row in shared memory holds and fewer than the split fallback's could
+// (kernels/sample/filter_select.cuh, wide_list_cap). digit_settings: the request's filters (min-p
+// 0.01 on every fourth row); digit_row: put(t, value) for every column, drawing from rng.
+inline Settings digit_settings(int32_t r, int32_t /*V*/) {
+  Settings s;
+  s.p = r % 2 ? 0.95f : 0.9f;
+  if (r % 4 == 2) s.mp = 0.01f;
+  return s;
+}
+template <class Put>
+void digit_row(int32_t /*r*/, int32_t V, std::mt19937_64& rng, const Put& put) {
+  std::uniform_real_distribution<float> ud(0.f, 0.1f);
+  for (int32_t t = 0; t < V; ++t) put(t, ud(rng) + (t % 8 == 0 ? 3.f : t % 8 < 3 ? 0.5f : -20.f));
+}
+
 }  // namespace sample_rows
 
 #endif  // DDS_TESTS_GPU_SAMPLE_ROWS_H_

@@ -441,14 +441,11 @@ TEST_CASE("parity: filtered rows through the candidates and the fallback (mixed 
   filter_parity(262144, 300, DDS_DTYPE_F32, seed++, DDS_STATS_PROCESSED, false);
 }
 
-// Every output, probs included, against the CPU oracle, no row allowed to differ, on rows of
-// sample_rows' generators: make_row(r, V, rng, put) puts row r's values, settings(r, V) gives
-// its filters.
+// A problem of rows from sample_rows' generators: make_row(r, V, rng, put) puts row r's values,
+// settings(r, V) gives its filters.
 template <class MakeRow, class RowSettings>
-void generated_parity(const char* name, int32_t V, int32_t rows, int32_t dt, uint64_t seed,
-                      const MakeRow& make_row, const RowSettings& settings) {
-  char what[128];
-  std::snprintf(what, sizeof what, "%s V=%d rows=%d dtype=%d", name, V, rows, dt);
+Problem generated_problem(int32_t V, int32_t rows, int32_t dt, uint64_t seed, const MakeRow& make_row,
+                          const RowSettings& settings) {
   Problem pb = make_filter_problem(V, rows, dt, seed, DDS_STATS_PROCESSED, true);
   std::mt19937_64 rng(seed);
   for (int32_t r = 0; r < rows; ++r) {
@@ -461,6 +458,17 @@ void generated_parity(const char* name, int32_t V, int32_t rows, int32_t dt, uin
     pb.P[r] = q.p;
     pb.MP[r] = q.mp;
   }
+  return pb;
+}
+
+// Every output, probs included, against the CPU oracle, no row allowed to differ, on rows of
+// sample_rows' generators (generated_problem).
+template <class MakeRow, class RowSettings>
+void generated_parity(const char* name, int32_t V, int32_t rows, int32_t dt, uint64_t seed,
+                      const MakeRow& make_row, const RowSettings& settings) {
+  char what[128];
+  std::snprintf(what, sizeof what, "%s V=%d rows=%d dtype=%d", name, V, rows, dt);
+  const Problem pb = generated_problem(V, rows, dt, seed, make_row, settings);
   dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, pb.R);
   dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, pb.R);
   const Results rc = run(cpu, pb, false);
@@ -495,6 +503,42 @@ TEST_CASE("parity: tie groups at the thresholds of few candidates") {
         generated_parity("tie groups", V, rows, dt, seed++,
                          [](int32_t r, int32_t v, std::mt19937_64& g, const auto& put) { sample_rows::tie_row(r, v, g, put); },
                          sample_rows::tie_settings);
+}
+
+// A top-p boundary digit wider than filter_kernel's list of a row in shared memory
+// (sample_rows::digit_row: 8000 columns at V = 32000): every plan takes the radix passes over the
+// row for it (wide_list_cap is a function of V), so the split fallback's plan (the default at 8
+// rows) and the row in shared memory (smem_row=1) give the same bytes, and the CPU's outputs.
+TEST_CASE("launch plans: a boundary digit wider than the list, split fallback against the row in shared memory") {
+  uint64_t seed = 4600;
+  for (int32_t V : {32000, 40000})
+    for (int32_t dt : {DDS_DTYPE_F32, DDS_DTYPE_BF16}) {
+      const int32_t rows = 8;
+      const Problem pb = generated_problem(
+          V, rows, dt, seed++,
+          [](int32_t r, int32_t v, std::mt19937_64& g, const auto& put) { sample_rows::digit_row(r, v, g, put); },
+          sample_rows::digit_settings);
+      dds_sampler* cpu = make_sampler(DDS_BACKEND_CPU, V, rows, pb.R);
+      dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, V, rows, pb.R);
+      const Results rc = run(cpu, pb, false);
+      const Results ref = run(gpu, pb, true);
+      char what[128];
+      std::snprintf(what, sizeof what, "wide digit V=%d dtype=%d", V, dt);
+      CHECK(compare(pb, rc, ref, what) == 0);
+      dds::ksample::SamplePlanOverrides o;
+      o.smem_row = 1;
+      REQUIRE(dds::testing::set_sample_plan(gpu, o) == DDS_OK);
+      const Results got = run(gpu, pb, true);
+      INFO(what << " plan smem_row=1");
+      CHECK(got.tokens == ref.tokens);
+      CHECK(std::memcmp(got.logprobs.data(), ref.logprobs.data(), 4 * ref.logprobs.size()) == 0);
+      CHECK(std::memcmp(got.conf.data(), ref.conf.data(), 4 * ref.conf.size()) == 0);
+      CHECK(std::memcmp(got.margin.data(), ref.margin.data(), 4 * ref.margin.size()) == 0);
+      CHECK(std::memcmp(got.entropy.data(), ref.entropy.data(), 4 * ref.entropy.size()) == 0);
+      CHECK(std::memcmp(got.probs.data(), ref.probs.data(), 4 * ref.probs.size()) == 0);
+      dds_destroy(cpu);
+      dds_destroy(gpu);
+    }
 }
 
 // Every plan computes the same bits (kernels/sample/plan.h): the default plan's outputs against
