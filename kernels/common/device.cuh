@@ -65,10 +65,12 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// The CTA has written what a grid launched after it needs: (every thread calls it) a barrier,
-// then thread 0 publishes the CTA's writes (a fence, then one count on *done), then pdl_trigger.
-// True in every thread of the CTA whose count was the n-th.
-__device__ __forceinline__ bool overlap_signal(unsigned* done, unsigned n) {
+// One of n CTAs that count on *done is done (every thread of the CTA calls it): a barrier, then
+// thread 0 publishes the CTA's writes (a fence, then one count on *done). True in every thread of
+// the CTA whose count was the n-th, which then sees what every counted CTA wrote before its count
+// (a fence after it). The split kernels' per-row counters, filter_kernel's fallback list and the
+// overlap's grid counters (overlap_signal) count this way.
+__device__ __forceinline__ bool cta_count_done(unsigned* done, unsigned n) {
   __syncthreads();
   unsigned old = 0;
   if (threadIdx.x == 0) {
@@ -76,6 +78,27 @@ __device__ __forceinline__ bool overlap_signal(unsigned* done, unsigned n) {
     old = atomicAdd(done, 1u);
   }
   const bool last = __syncthreads_or(threadIdx.x == 0 && old == n - 1u) != 0;
+  if (last) __threadfence();
+  return last;
+}
+// The same for n warps that count on *done (every lane of the warp calls it): a __syncwarp, then
+// lane 0 publishes the warp's writes and counts; true in every lane of the n-th warp, which then
+// sees what every counted warp wrote. The fused plain pass's rows and the stash's partials.
+__device__ __forceinline__ bool warp_count_done(int* done, int n) {
+  __syncwarp();
+  int old = 0;
+  if ((threadIdx.x & 31) == 0) {
+    __threadfence();
+    old = atomicAdd(done, 1);
+  }
+  const bool last = __shfl_sync(0xffffffffu, old, 0) == n - 1;
+  if (last) __threadfence();
+  return last;
+}
+// The CTA has written what a grid launched after it needs: cta_count_done on the grid's counter,
+// then pdl_trigger. True in every thread of the CTA whose count was the n-th.
+__device__ __forceinline__ bool overlap_signal(unsigned* done, unsigned n) {
+  const bool last = cta_count_done(done, n);
   pdl_trigger();
   return last;
 }

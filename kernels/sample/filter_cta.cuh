@@ -592,16 +592,11 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SampleParams P) 
       filter_row<DT, MASK, SPLIT>(P, smem_raw, row);
       __syncthreads();
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    if (cta_count_done(P.fb_done, gridDim.x) && threadIdx.x == 0) {
+      *P.fb_count = 0;
+      *P.fb_done = 0u;
       __threadfence();
-      const unsigned old = atomicAdd(P.fb_done, 1u);
-      if (old == gridDim.x - 1) {
-        *P.fb_count = 0;
-        *P.fb_done = 0u;
-        __threadfence();
-        if (SPLIT && P.overlap) pdl_wait();
-      }
+      if (SPLIT && P.overlap) pdl_wait();
     }
   } else {
     filter_row<DT, MASK, SPLIT>(P, smem_raw, blockIdx.x);

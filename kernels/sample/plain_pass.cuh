@@ -176,17 +176,10 @@ __global__ void __launch_bounds__(kRowWarps * 32, FUSED ? 4 : 3) plain_pass_kern
   }  // blocks of this warp
   if constexpr (!FUSED) return;
   // The last warp of the row to finish its blocks finishes the row (its finish overlaps the
-  // other rows' streaming instead of waiting for a second launch). Lane 0 wrote the records:
-  // fence, count; the warp that sees wpr - 1 fences again and reads every record (__ldcg, L2).
+  // other rows' streaming instead of waiting for a second launch): it reads every record (__ldcg,
+  // L2) after the row's count (warp_count_done).
   if (wpr > 1) {
-    int last = 0;
-    if (lane == 0) {
-      __threadfence();
-      last = atomicAdd(&P.counters[row], 1) == wpr - 1;
-    }
-    last = __shfl_sync(0xffffffffu, last, 0);
-    if (!last) return;
-    __threadfence();
+    if (!warp_count_done(&P.counters[row], wpr)) return;
   } else {
     __syncwarp();
   }

@@ -44,7 +44,6 @@ struct SplitFiltSmem {
   unsigned long long sel_above_mass, sel_eq_mass;
   double sel_target;
   float Ml, amin;
-  int last;
   unsigned long long w[3 * kRowWarps];  // cta_sum_u64 of three values
   unsigned long long seg_c[32], seg_m[32];  // radix_pick's segment sums
   int seg_ne[32];
@@ -115,15 +114,7 @@ __device__ __forceinline__ void split_hist_cta(const SampleParams& P, SplitFiltS
     atomicAdd(&st.cnt[b], sm.cnt[b]);
     atomicAdd(&st.mass[b], mass_at(sm.mlo, sm.mhi, b));
   }
-  __threadfence();  // (this thread's bins before the row's count below)
-  __syncthreads();
-  if (tid == 0) {
-    const unsigned old = atomicAdd(&st.done, 1u);
-    sm.last = old == (unsigned)P.sf_ctas - 1u ? 1 : 0;
-  }
-  __syncthreads();
-  if (!sm.last) return;
-  __threadfence();
+  if (!cta_count_done(&st.done, (unsigned)P.sf_ctas)) return;
   // The row's last CTA: radix_select's first-pass decision on the row's histogram.
   for (int b = tid; b < kHistBins; b += blockDim.x) {
     const unsigned long long mb = __ldcg(&st.mass[b]);

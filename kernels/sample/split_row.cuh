@@ -52,7 +52,6 @@ struct SplitSmem {
   TeamSmem team;
   unsigned lcnt;
   Top2 t;
-  int last;
   double zo;
   unsigned long long wz[3 * kRowWarps];  // cta_sum_u64 (one value, then three)
   double bv[kRowWarps];
@@ -199,21 +198,13 @@ __device__ __forceinline__ void split_finish_cta(const SampleParams& P, SplitSme
       if (in) S[base + __popc(bal & ((1u << lane) - 1u))] = e;
     }
   }
-  __threadfence();  // (this thread's S entries before the row's count below)
   {
     unsigned long long z[1] = {zout};
     cta_sum_u64(z, sm.wz);
     zout = z[0];
   }
-  if (tid == 0) {
-    if (zout) atomicAdd(&rc.zout, zout);
-    __threadfence();
-    const unsigned old = atomicAdd(&rc.done, 1u);
-    sm.last = old == (unsigned)spr - 1u ? 1 : 0;
-  }
-  __syncthreads();
-  if (!sm.last) return;
-  __threadfence();
+  if (tid == 0 && zout) atomicAdd(&rc.zout, zout);
+  if (!cta_count_done(&rc.done, (unsigned)spr)) return;
 
   // 3. The row's last CTA: finish_filtered's steps 3-6 on S, shared by the 8 warps.
   const int nS = (int)*reinterpret_cast<volatile unsigned*>(&rc.ns);

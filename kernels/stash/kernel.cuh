@@ -504,13 +504,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) stash_kernel(const Params P) 
       int32_t* pc = reinterpret_cast<int32_t*>(pp + 16 + (int64_t)list_len(n) * 8);
       if (COUNT)
         for (int e = lane; e <= n_ids; e += 32) pc[e] = wm.ecnt[e];
-      __threadfence();
-      __syncwarp();
-      int old = 0;
-      if (lane == 0) old = atomicAdd(&P.counters[q], 1);
-      old = __shfl_sync(kFull, old, 0);
-      if (old != Pn - 1) continue;
-      __threadfence();
+      if (!warp_count_done(&P.counters[q], Pn)) continue;
       if (lane == 0) P.counters[q] = 0;
       // (M, S): all partial headers in parallel, lane p2 holding partial p2.
       float Mall = M;
