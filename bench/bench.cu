@@ -122,14 +122,7 @@ double time_graph_us(const std::function<void(int, cudaStream_t)>& fn, int slice
   BENCH_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const int n = std::max(1, std::min(slices, 64));
   std::vector<cudaGraphExec_t> ex(n);
-  for (int i = 0; i < n; ++i) {
-    cudaGraph_t g;
-    BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    fn(i, st);
-    BENCH_CHECK(cudaStreamEndCapture(st, &g));
-    BENCH_CHECK(cudaGraphInstantiate(&ex[i], g, 0));
-    cudaGraphDestroy(g);
-  }
+  for (int i = 0; i < n; ++i) ex[i] = capture_graph(st, [&] { fn(i, st); });
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);

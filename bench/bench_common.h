@@ -31,6 +31,20 @@
     }                                                                                    \
   } while (0)
 
+// A CUDA graph of the work fn() queues on stream `st` (captured thread-locally, instantiated; the
+// caller launches it and destroys it with cudaGraphExecDestroy); a CUDA error exits.
+template <class F>
+cudaGraphExec_t capture_graph(cudaStream_t st, F fn) {
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  fn();
+  BENCH_CHECK(cudaStreamEndCapture(st, &g));
+  BENCH_CHECK(cudaGraphInstantiate(&e, g, 0));
+  cudaGraphDestroy(g);  // (the executable graph keeps what it needs)
+  return e;
+}
+
 // A sampler (backend DDS_BACKEND_*) for V columns and `rows` rows, up to one request per row
 // (stash width: at least 20 and `stash_width`); nullptr, with dds_last_error() printed, when
 // dds_create fails.

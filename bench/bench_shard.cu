@@ -106,16 +106,7 @@ struct Timer {
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
   }
-  cudaGraphExec_t capture(const std::function<void()>& fn) {
-    cudaGraph_t g;
-    cudaGraphExec_t e;
-    BENCH_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    fn();
-    BENCH_CHECK(cudaStreamEndCapture(st, &g));
-    BENCH_CHECK(cudaGraphInstantiate(&e, g, 0));
-    cudaGraphDestroy(g);
-    return e;
-  }
+  cudaGraphExec_t capture(const std::function<void()>& fn) { return capture_graph(st, fn); }
 };
 
 struct Scenario {

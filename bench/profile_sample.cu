@@ -115,16 +115,13 @@ int main(int argc, char** argv) {
   cudaGraphExec_t exec = nullptr;
   if (graph) {
     cudaStream_t st;
-    cudaGraph_t g;
-    bool ok = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess &&
-              cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-    ok = ok && dds_sample(s, &a, st) == DDS_OK;
-    ok = cudaStreamEndCapture(st, &g) == cudaSuccess && ok;
-    if (!ok || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
+    BENCH_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    dds_status cs = DDS_OK;
+    exec = capture_graph(st, [&] { cs = dds_sample(s, &a, st); });
+    if (cs != DDS_OK) {
       std::printf("dds_profile_sample: graph capture failed: %s\n", dds_last_error());
       return 1;
     }
-    cudaGraphDestroy(g);  // (the executable graph keeps what it needs)
   }
   const float med = median_call_us(calls, [&](int i) {
     if (exec) return cudaGraphLaunch(exec, nullptr) == cudaSuccess;

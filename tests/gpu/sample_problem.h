@@ -183,19 +183,14 @@ Results run(dds_sampler* s, const Problem& pb, bool device, cudaStream_t stream 
   dds_status st;
   if (graph) {
     cudaStream_t gs;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
     REQUIRE(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking) == cudaSuccess);
-    REQUIRE(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-    st = dds_sample(s, &a, gs);
-    REQUIRE(cudaStreamEndCapture(gs, &g) == cudaSuccess);
-    INFO(dds_last_error());
-    REQUIRE(st == DDS_OK);
-    REQUIRE(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
-    REQUIRE(cudaGraphLaunch(ge, gs) == cudaSuccess);
-    REQUIRE(cudaStreamSynchronize(gs) == cudaSuccess);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
+    {
+      const CapturedGraph graph(gs, [&] { st = dds_sample(s, &a, gs); }, cudaStreamCaptureModeThreadLocal);
+      INFO(dds_last_error());
+      REQUIRE(st == DDS_OK);
+      graph.launch();
+      REQUIRE(cudaStreamSynchronize(gs) == cudaSuccess);
+    }
     cudaStreamDestroy(gs);
   } else {
     st = dds_sample(s, &a, stream);

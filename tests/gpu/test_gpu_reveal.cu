@@ -202,22 +202,19 @@ TEST_CASE("CUDA dds_reveal matches the CPU oracle (mixed policies, ties, canvas,
     cudaStream_t st;
     DDS_CUDA_CHECK(cudaStreamCreate(&st));
     canvas.put(c.canvas);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    DDS_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    REQUIRE(dds_reveal(gpu, &a, (dds_stream)st) == DDS_OK);
-    DDS_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-    DDS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    for (auto& s : c.steps) s += 17;
-    steps.put(c.steps);
-    canvas.put(c.canvas);
-    DDS_CUDA_CHECK(cudaGraphLaunch(exec, st));
-    DDS_CUDA_CHECK(cudaStreamSynchronize(st));
-    Out want2 = run_cpu(cpu, c);
-    CHECK(reveal.get() == want2.reveal);
-    CHECK(canvas.get() == want2.canvas);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    {
+      dds_status rs = DDS_OK;
+      const CapturedGraph graph(st, [&] { rs = dds_reveal(gpu, &a, (dds_stream)st); });
+      REQUIRE(rs == DDS_OK);
+      for (auto& s : c.steps) s += 17;
+      steps.put(c.steps);
+      canvas.put(c.canvas);
+      graph.launch();
+      DDS_CUDA_CHECK(cudaStreamSynchronize(st));
+      Out want2 = run_cpu(cpu, c);
+      CHECK(reveal.get() == want2.reveal);
+      CHECK(canvas.get() == want2.canvas);
+    }
     cudaStreamDestroy(st);
   }
   dds_destroy(cpu);

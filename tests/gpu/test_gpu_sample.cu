@@ -384,13 +384,9 @@ TEST_CASE("graph capture: replay with new seeds, steps and temperatures in devic
   a.logprobs = b.put(lp);
   a.probs = b.put(probs);
   a.request_status = b.put(status);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  const dds_status s1 = dds_sample(gpu, &a, st);
-  REQUIRE(cudaStreamEndCapture(st, &graph) == cudaSuccess);
+  dds_status s1 = DDS_OK;
+  const CapturedGraph graph(st, [&] { s1 = dds_sample(gpu, &a, st); });
   REQUIRE(s1 == DDS_OK);
-  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   std::mt19937_64 rng(5);
   for (int rep = 0; rep < 4; ++rep) {
     for (int32_t r = 0; r < pb.R; ++r) {
@@ -403,7 +399,7 @@ TEST_CASE("graph capture: replay with new seeds, steps and temperatures in devic
     REQUIRE(cudaMemcpy(d_steps, pb.steps.data(), pb.R * 4, cudaMemcpyHostToDevice) == cudaSuccess);
     REQUIRE(cudaMemset(a.tokens, 0xff, rows * 4) == cudaSuccess);
     REQUIRE(cudaMemset(a.logprobs, 0xff, rows * 4) == cudaSuccess);
-    REQUIRE(cudaGraphLaunch(exec, st) == cudaSuccess);
+    graph.launch();
     REQUIRE(cudaStreamSynchronize(st) == cudaSuccess);
     REQUIRE(cudaMemcpy(tokens.data(), a.tokens, rows * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
     REQUIRE(cudaMemcpy(lp.data(), a.logprobs, rows * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -421,8 +417,6 @@ TEST_CASE("graph capture: replay with new seeds, steps and temperatures in devic
     MESSAGE("graph replay " << rep << ": " << bad << " differing rows");
     CHECK(bad == 0);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(st);
   dds_destroy(cpu);
   dds_destroy(gpu);

@@ -261,17 +261,10 @@ std::vector<Out> run_gpu(int V, const dds_sample_args& a, const std::vector<Slic
     }
   };
   if (capture) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    DDS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    sequence();
-    DDS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    DDS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const CapturedGraph graph(stream, sequence);
     before_replay();
-    DDS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    graph.launch();
     DDS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   } else {
     sequence();
   }

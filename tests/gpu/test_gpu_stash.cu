@@ -414,14 +414,10 @@ TEST_CASE("stash: graph capture, replay with changed keep flags and temperatures
   a.request_status = dstat;
   cudaStream_t st;
   REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  const dds_status s = dds_stash_logprobs(gpu, &a, st);
-  REQUIRE(cudaStreamEndCapture(st, &graph) == cudaSuccess);
+  dds_status s = DDS_OK;
+  const CapturedGraph graph(st, [&] { s = dds_stash_logprobs(gpu, &a, st); });
   INFO(dds_last_error());
   REQUIRE(s == DDS_OK);
-  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   for (int rep = 0; rep < 4; ++rep) {
     for (int32_t r = 0; r < R; ++r) {
       pb.keep[r] = (rng() % 3) == 0;
@@ -435,7 +431,7 @@ TEST_CASE("stash: graph capture, replay with changed keep flags and temperatures
     REQUIRE(cudaMemcpy(dval, g.val.data(), g.val.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
     REQUIRE(cudaMemcpy(drank, g.rank.data(), g.rank.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
     REQUIRE(cudaMemcpy(dstat, g.status.data(), g.status.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaGraphLaunch(exec, st) == cudaSuccess);
+    graph.launch();
     REQUIRE(cudaStreamSynchronize(st) == cudaSuccess);
     b.get(g.tok, dtok);
     b.get(g.val, dval);
@@ -446,8 +442,6 @@ TEST_CASE("stash: graph capture, replay with changed keep flags and temperatures
     std::snprintf(what, sizeof what, "graph replay %d", rep);
     CHECK(compare(g, c, pb, what) == 0);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(st);
   dds_destroy(cpu);
   dds_destroy(gpu);

@@ -414,12 +414,9 @@ TEST_CASE("CUDA dds_verify_drafts under graph capture: replay with new seeds and
   d.args(&a, c);
   cudaStream_t st;
   DDS_CUDA_CHECK(cudaStreamCreate(&st));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DDS_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  REQUIRE(dds_verify_drafts(gpu, &a, (dds_stream)st) == DDS_OK);
-  DDS_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-  DDS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  dds_status vs = DDS_OK;
+  const CapturedGraph graph(st, [&] { vs = dds_verify_drafts(gpu, &a, (dds_stream)st); });
+  REQUIRE(vs == DDS_OK);
   for (int rep = 0; rep < 3; ++rep) {
     CAPTURE(rep);
     for (auto& s : c.seeds) s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -428,13 +425,11 @@ TEST_CASE("CUDA dds_verify_drafts under graph capture: replay with new seeds and
     d.steps.put(c.steps);
     d.tokens.put(std::vector<int32_t>((size_t)c.R * (n + 1), -7));
     d.acc.put(std::vector<int32_t>(c.R, -7));
-    DDS_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    graph.launch();
     DDS_CUDA_CHECK(cudaStreamSynchronize(st));
     const Out want = run_cpu(cpu, c);
     CHECK(compare(c, want, d.get()) == 0);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(st);
   dds_destroy(cpu);
   dds_destroy(gpu);
