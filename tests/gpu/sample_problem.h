@@ -185,7 +185,8 @@ Results run(dds_sampler* s, const Problem& pb, bool device, cudaStream_t stream 
     cudaStream_t gs;
     REQUIRE(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking) == cudaSuccess);
     {
-      const CapturedGraph graph(gs, [&] { st = dds_sample(s, &a, gs); }, cudaStreamCaptureModeThreadLocal);
+      const CapturedGraph graph(
+          gs, [&] { st = dds_sample(s, &a, gs); }, cudaStreamCaptureModeThreadLocal);
       INFO(dds_last_error());
       REQUIRE(st == DDS_OK);
       graph.launch();
