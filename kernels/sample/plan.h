@@ -151,7 +151,10 @@ inline bool small_filter_cta_default(int num_rows, int num_sms) { return num_row
 //   96.2, 96 rows 187.1 / 179.0; top-p 0.9 bf16 262144 T = 0.25: 64 rows 156.7 / 257.6, 128 rows
 //   262.2 / 298.1, 256 rows 474.3 / 356.1.
 // H200, dds_bench at 8 rows (whole-library A/B): f32 262144 top-k 50 82.8 -> 50.0 us, min-p 0.05
-// 104.7 -> 42.4, peaked top-p 188.6 -> 61.6; f32 32000 top-k 50 59.7 -> 38.9.
+// 104.7 -> 42.4, peaked top-p 188.6 -> 61.6; f32 32000 top-k 50 59.7 -> 38.9. H100, top-p 0.9 at
+// 256 rows of 32000 (4 CTAs a row: inside the top-p bound), dds_profile_sample (20 calls, median
+// us), split / cand_finish (split=0): f32 T = 0.5 147.7 / 173.4, bf16 T = 0.5 155.7 / 190.4, f32
+// T = 1 (flat) 211.0 / 208.6; 64 rows f32 T = 0.5 96.1 / 144.6.
 constexpr int split_ctas_for(int nblocks) { return (nblocks + kSplitBlocks - 1) / kSplitBlocks; }
 inline bool split_finish_default(int num_rows, int nblocks, bool top_p, int num_sms) {
   return (long long)num_rows * split_ctas_for(nblocks) <= (long long)(top_p ? 32 : 6) * num_sms;
@@ -184,7 +187,14 @@ constexpr int split_smem_default() { return kSplitSmemS; }
 // 0.9, us; the same output bytes): 8 rows f32 32000 T = 1 83.8 / 57.4, T = 0.5 88.4 / 55.8, bf16
 // 32000 T = 1 95.3 / 67.0, T = 0.5 105.5 / 63.6, f32 20000 69.7 / 57.6, f32 16400 68.5 / 57.6,
 // the mix f32 32000 104.6 / 71.4; bf16 40000 x 22 T = 0.5 115.7 / 74.1; but f32 32000 x 64 T = 1
-// 87.8 / 92.3 (bf16 32000 x 128 T = 0.5 118.3 / 110.9).
+// 87.8 / 92.3 (bf16 32000 x 128 T = 0.5 118.3 / 110.9). Beyond the bounds, H100,
+// dds_profile_sample (20 stream-launched calls, median us), the default / splitfilter=1, top-p
+// 0.9, the same bytes: flat rows (T = 1) lose, f32 32000 x 64 94.7 / 101.3, x 256 209.5 / 251.9,
+// bf16 32000 x 256 222.1 / 259.9; sigma-4-like rows (T = 0.5) gain up to 128 rows, f32 32000 x 64
+// 96.9 / 91.4, x 128 113.4 / 106.7, bf16 x 128 126.6 / 118.8, f32 151936 x 128 270.3 / 234.6, and
+// lose or gain little at 256, f32 32000 151.8 / 160.1, bf16 32000 156.3 / 162.6, f32 151936 377.6
+// / 389.0, bf16 262144 618.0 / 594.2. The plan cannot tell flat rows from peaked ones, so the
+// bounds keep the flat rows' side.
 constexpr int kSplitFiltMinV = 16384;  // the split fallback takes rows of more columns than this
 constexpr int split_filter_cols_for(int V) {
   const int c = ((V + 31) / 32 + kB - 1) / kB * kB;
