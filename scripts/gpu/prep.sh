@@ -13,11 +13,23 @@
 #
 # All are git-ignored; copy them with the checkout to the GPU machine. For the peers of
 # bench/peers/run.py, scripts/prep-peers.sh prepares .fi/ and .vllm/ the same way.
+#
+# DDS_PACK=1: .gpu-artifacts/build is also packed into .gpu-artifacts/build.tar.zst (zstd
+# --long=31; unpack with `zstd -d --long=31 -c FILE | tar -x`), built with uncompressed fatbins
+# (nvcc --no-compress). nvcc's own fatbin compression leaves about 50 MB per copy of the kernels
+# that no archiver shrinks, and libdds.so, test_gpu_sample, test_gpu_mask and dds_profile_sample
+# each hold a copy (the last three link the static dds_internal): about 215 MB, 54 MB packed.
+# Uncompressed, the copies are 345-374 MB each, and the long-range matcher packs libdds.so with
+# those three programs, the other GPU tests and dds_bench to about 41 MB (zstd -12, under a
+# minute on 2 cores; xz -6 with a 1 GiB dictionary packs libdds.so, dds_bench and
+# dds_profile_sample to about 27 MB, in several minutes).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$DDS_ROOT"
 BUILD=${1:-build-gpu}
-DDS_WITH_NCCL=${DDS_WITH_NCCL:-ON} scripts/gpu/build.sh . "$BUILD"
+pack=()
+[ "${DDS_PACK:-0}" = 1 ] && pack=(-DCMAKE_CUDA_FLAGS=--no-compress)
+DDS_WITH_NCCL=${DDS_WITH_NCCL:-ON} scripts/gpu/build.sh . "$BUILD" "${pack[@]}"
 art=.gpu-artifacts/build
 rm -rf "$art" && mkdir -p "$art"
 cp -a "$BUILD"/libdds.so* "$art"/
@@ -29,4 +41,7 @@ strip --strip-debug "$art"/test_* 2>/dev/null || true
 if command -v cargo >/dev/null; then DDS_LIB_DIR="$PWD/$BUILD" bash bindings/rust/prep-gpu.sh; fi
 if command -v go >/dev/null; then DDS_LIB_DIR="$PWD/$BUILD" bash bindings/go/prep-gpu.sh; fi
 if command -v swig >/dev/null; then bash bindings/python/gen-wrapper.sh; fi
+if [ "${DDS_PACK:-0}" = 1 ]; then
+  tar -C .gpu-artifacts -cf - build | zstd -q -T0 --long=31 -12 -o .gpu-artifacts/build.tar.zst -f
+fi
 du -sh .gpu-artifacts bindings/python/_generated 2>/dev/null || true
