@@ -499,6 +499,15 @@ TEST_CASE("parity: tie groups at the thresholds of few candidates") {
                          sample_rows::tie_settings);
 }
 
+// Two runs' statistics and probabilities, byte for byte.
+void check_same_stats(const Results& got, const Results& ref) {
+  CHECK(std::memcmp(got.logprobs.data(), ref.logprobs.data(), 4 * ref.logprobs.size()) == 0);
+  CHECK(std::memcmp(got.conf.data(), ref.conf.data(), 4 * ref.conf.size()) == 0);
+  CHECK(std::memcmp(got.margin.data(), ref.margin.data(), 4 * ref.margin.size()) == 0);
+  CHECK(std::memcmp(got.entropy.data(), ref.entropy.data(), 4 * ref.entropy.size()) == 0);
+  CHECK(std::memcmp(got.probs.data(), ref.probs.data(), 4 * ref.probs.size()) == 0);
+}
+
 // A top-p boundary digit wider than filter_kernel's list of a row in shared memory
 // (sample_rows::digit_row: 8000 columns at V = 32000): every plan takes the radix passes over the
 // row for it (wide_list_cap is a function of V), so the split fallback's plan (the default at 8
@@ -525,11 +534,7 @@ TEST_CASE("launch plans: a boundary digit wider than the list, split fallback ag
       const Results got = run(gpu, pb, true);
       INFO(what << " plan smem_row=1");
       CHECK(got.tokens == ref.tokens);
-      CHECK(std::memcmp(got.logprobs.data(), ref.logprobs.data(), 4 * ref.logprobs.size()) == 0);
-      CHECK(std::memcmp(got.conf.data(), ref.conf.data(), 4 * ref.conf.size()) == 0);
-      CHECK(std::memcmp(got.margin.data(), ref.margin.data(), 4 * ref.margin.size()) == 0);
-      CHECK(std::memcmp(got.entropy.data(), ref.entropy.data(), 4 * ref.entropy.size()) == 0);
-      CHECK(std::memcmp(got.probs.data(), ref.probs.data(), 4 * ref.probs.size()) == 0);
+      check_same_stats(got, ref);
       dds_destroy(cpu);
       dds_destroy(gpu);
     }
@@ -588,11 +593,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
       if (std::strcmp(text, "direct=1") == 0) {
         CHECK(compare(pb, ref, got, text) == 0);
       } else {
-        CHECK(std::memcmp(got.logprobs.data(), ref.logprobs.data(), 4 * ref.logprobs.size()) == 0);
-        CHECK(std::memcmp(got.conf.data(), ref.conf.data(), 4 * ref.conf.size()) == 0);
-        CHECK(std::memcmp(got.margin.data(), ref.margin.data(), 4 * ref.margin.size()) == 0);
-        CHECK(std::memcmp(got.entropy.data(), ref.entropy.data(), 4 * ref.entropy.size()) == 0);
-        CHECK(std::memcmp(got.probs.data(), ref.probs.data(), 4 * ref.probs.size()) == 0);
+        check_same_stats(got, ref);
       }
     }
     REQUIRE(dds::testing::set_sample_plan(gpu, dds::ksample::SamplePlanOverrides{}) == DDS_OK);
