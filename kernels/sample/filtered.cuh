@@ -430,10 +430,12 @@ __global__ void __launch_bounds__(kRowWarps * 32, 4) row_pass_kernel(const __gri
           if constexpr (DT != 0) {
             // bit e = (lv[e] >= tau): the sign of lv[e] - tau (exact: a difference of distinct
             // floats is never zero, x - x is +0, and no NaN is left here), shifted in by one
-            // funnel shift per value
+            // funnel shift per value. A zero tau is taken as -0: -0 - +0 is -0, which would
+            // leave out a -0 column, but -0 >= +0 (the zeros are one value).
+            const float t0 = tau == 0.f ? -0.f : tau;
 #pragma unroll
             for (int e = 31; e >= 0; --e)
-              msk = __funnelshift_l(__float_as_uint(__fsub_rn(lv[e], tau)), msk, 1);
+              msk = __funnelshift_l(__float_as_uint(__fsub_rn(lv[e], t0)), msk, 1);
             msk = ~msk;
           } else {  // (f32: the compare-and-select form measured faster)
 #pragma unroll

@@ -45,7 +45,7 @@ elif [ "${2:-}" = --quick ]; then
   for cm in "1025 40 0 1 default" "1025 40 1 1 cta=0" "1025 40 1 0 exact_all=1" "1025 40 1 0 small_plain=0,fuse=1" "5000 40 1 0 default" "5000 40 0 0 top2=0" \
             "5000 40 1 1 direct=1" "40000 22 1 0 fbpw=3" "40000 22 0 0 smem_row=0,splitfilter=0" \
             "40000 22 0 0 wide=1,sfrows=3|smem_row=1" "32000 8 0 0 digit=1|smem_row=1" \
-            "1025 40 0 0 small_filter=0" \
+            "1025 40 1 0 zeros=1,small_filter=0" \
             "5000 44 1 1 split=1|split=0" "1025 540 1 1 joint=1|joint=0" "1025 40 0 1 joint=1|joint=0" \
             "1025 64 0 0 hostile=0" "1025 64 1 1 hostile=1,small_plain=0,fuse=1" "5000 64 1 0 hostile=2" "40000 64 0 0 hostile=3" \
             "1025 40 0 1 mask=1" "5000 40 1 0 mask=2,small_plain=0,fuse=1" \
