@@ -119,6 +119,11 @@ class CudaBackend final : public Backend {
 
   ksample::SamplePlanOverrides* sample_plan_overrides() override { return &ctx_.sample_overrides; }
 
+  dds_status sample_split_rows(int32_t rows, int32_t* taken) override {
+    DeviceGuard g(ctx_.device);
+    return cuda_sample_split_rows(ctx_, rows, taken);
+  }
+
   // [0, the stash region): the stash's own region keeps its zero-at-rest counters.
   dds_status fill_shared_scratch(unsigned char byte) override {
     const size_t stash = cuda_stash_region_bytes(cfg_);

@@ -31,4 +31,25 @@ dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& a, cudaStr
   return DDS_OK;
 }
 
+dds_status cuda_sample_split_rows(const CudaContext& ctx, int32_t rows, int32_t* taken) {
+  const ksample::SampleWorkspace w(ctx.config.max_rows, ctx.config.vocab_size);
+  if (rows < 0 || (size_t)rows > w.sf_rows_n)
+    return fail(DDS_ERR_INVALID_ARGUMENT,
+                "sample_split_rows: rows (%d) is more than the %zu rows with split records", rows,
+                w.sf_rows_n);
+  if (rows == 0) return DDS_OK;
+  if (taken == nullptr) return fail(DDS_ERR_NULL_POINTER, "sample_split_rows: taken is NULL");
+  const char* ok = static_cast<const char*>(ctx.workspace) + w.sf_rows +
+                   offsetof(ksample::SplitFiltRow, ok);
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess)
+    e = cudaMemcpy2D(taken, sizeof(int32_t), ok, sizeof(ksample::SplitFiltRow), sizeof(int32_t),
+                     (size_t)rows, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess)
+    return fail(DDS_ERR_CUDA, "sample_split_rows: %s (%s)", cudaGetErrorName(e),
+                cudaGetErrorString(e));
+  for (int32_t r = 0; r < rows; ++r) taken[r] = taken[r] != 0;
+  return DDS_OK;
+}
+
 }  // namespace dds

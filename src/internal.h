@@ -115,6 +115,11 @@ class Backend {
   virtual dds_status fill_shared_scratch(unsigned char) {
     return fail(DDS_ERR_UNSUPPORTED, "fill_shared_scratch: this backend has no shared scratch");
   }
+  // The rows the last dds_sample call's split fallback took (testing.h); DDS_ERR_UNSUPPORTED
+  // where there is no launch plan.
+  virtual dds_status sample_split_rows(int32_t, int32_t*) {
+    return fail(DDS_ERR_UNSUPPORTED, "sample_split_rows: this backend has no launch plan");
+  }
 };
 
 // Shared argument checks (api.cpp). resolve_stride: 0 -> vocab, must be >= vocab, and

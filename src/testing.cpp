@@ -19,5 +19,10 @@ dds_status fill_shared_scratch(dds_sampler* s, unsigned char byte) {
   return s->backend->fill_shared_scratch(byte);
 }
 
+dds_status sample_split_rows(dds_sampler* s, int32_t rows, int32_t* taken) {
+  if (!s) return fail(DDS_ERR_NULL_POINTER, "sample_split_rows: sampler is NULL");
+  return s->backend->sample_split_rows(rows, taken);
+}
+
 }  // namespace testing
 }  // namespace dds

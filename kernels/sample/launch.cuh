@@ -41,6 +41,7 @@ inline int cand_lvl0_for(int V) {
 // capacities). counters and the fallback counters are zeroed on the stream when a plan uses them.
 struct SampleWorkspace {
   size_t counters, fb, recs, rowinfo, cand, kmass, fb_rows, split_cnt, split_s, sf_rows, sf_list, total;
+  size_t sf_rows_n;  // rows with a split fallback record (SplitFiltRow)
   static size_t align(size_t x) { return (x + 255) & ~(size_t)255; }
   SampleWorkspace(int max_rows, int V) {
     const size_t rows = (size_t)(max_rows > 0 ? max_rows : 1);
@@ -59,6 +60,7 @@ struct SampleWorkspace {
     sf_rows = align(split_s + srows * nb * (size_t)cand_cap_for(V) * sizeof(int2));
     // the split fallback (rows of more than kSplitFiltMinV columns, at most kSplitMaxRows rows)
     const size_t sfrows = V > kSplitFiltMinV ? srows : 0;
+    sf_rows_n = sfrows;
     sf_list = align(sf_rows + sfrows * sizeof(SplitFiltRow));
     total = align(sf_list + sfrows * 2 * (size_t)kBigListCap * sizeof(int));
   }

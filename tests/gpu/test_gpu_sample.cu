@@ -8,6 +8,7 @@
 
 #include <dds/dds.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -578,7 +579,20 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
   for (const Shape& sh : shapes) {
     Problem pb = make_filter_problem(sh.V, sh.rows, sh.dtype, 900 + sh.V, sh.stats, true);
     dds_sampler* gpu = make_sampler(DDS_BACKEND_CUDA, sh.V, sh.rows, pb.R);
+    // The shapes whose default plan takes the split fallback: it must take rows (their flat
+    // top-p rows), else the splitfilter plans below would compare nothing of it. Its records
+    // start from zeroed scratch, so a call that does not run it reads no row taken.
+    const bool split = sh.V > dds::ksample::kSplitFiltMinV && sh.stats == DDS_STATS_PROCESSED;
+    if (split) REQUIRE(dds::testing::fill_shared_scratch(gpu, 0) == DDS_OK);
     const Results ref = run(gpu, pb, true);
+    if (split) {
+      std::vector<int32_t> taken(sh.rows, -1);
+      REQUIRE(dds::testing::sample_split_rows(gpu, sh.rows, taken.data()) == DDS_OK);
+      const long n = std::count(taken.begin(), taken.end(), 1);
+      INFO("V=" << sh.V << " rows=" << sh.rows << ": the split fallback took " << n << " rows");
+      CHECK(n >= 1);
+      CHECK(std::count(taken.begin(), taken.end(), 0) + n == sh.rows);
+    }
     for (const char* text : plans) {
       dds::ksample::SamplePlanOverrides o;
       const char* err = nullptr;
