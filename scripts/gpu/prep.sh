@@ -20,9 +20,9 @@
 # that no archiver shrinks, and libdds.so, test_gpu_sample, test_gpu_mask and dds_profile_sample
 # each hold a copy (the last three link the static dds_internal): about 215 MB, 54 MB packed.
 # Uncompressed, the copies are 345-374 MB each, and the long-range matcher packs libdds.so with
-# those three programs, the other GPU tests and dds_bench to about 41 MB (zstd -12, under a
-# minute on 2 cores; xz -6 with a 1 GiB dictionary packs libdds.so, dds_bench and
-# dds_profile_sample to about 27 MB, in several minutes).
+# those three programs, the other GPU tests and dds_bench to about 32 MB (zstd -19, about 3.5
+# minutes on 2 cores; -12 gives 41 MB in under a minute; libdds.so, dds_bench and
+# dds_profile_sample alone pack to about 30 MB with -19).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$DDS_ROOT"
@@ -42,6 +42,6 @@ if command -v cargo >/dev/null; then DDS_LIB_DIR="$PWD/$BUILD" bash bindings/rus
 if command -v go >/dev/null; then DDS_LIB_DIR="$PWD/$BUILD" bash bindings/go/prep-gpu.sh; fi
 if command -v swig >/dev/null; then bash bindings/python/gen-wrapper.sh; fi
 if [ "${DDS_PACK:-0}" = 1 ]; then
-  tar -C .gpu-artifacts -cf - build | zstd -q -T0 --long=31 -12 -o .gpu-artifacts/build.tar.zst -f
+  tar -C .gpu-artifacts -cf - build | zstd -q -T0 --long=31 -19 -o .gpu-artifacts/build.tar.zst -f
 fi
 du -sh .gpu-artifacts bindings/python/_generated 2>/dev/null || true
