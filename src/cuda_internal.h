@@ -24,7 +24,7 @@ struct CudaContext {
 // cuda_sample.cu. Arguments are validated and normalised by api.cpp (see Backend).
 size_t cuda_sample_workspace_bytes(const dds_sampler_config& cfg);
 dds_status cuda_sample(const CudaContext& ctx, const dds_sample_args& args, cudaStream_t stream);
-// testing.h's sample_split_rows: synchronises the device, then reads the split records.
+// testing.h's sample_split_rows: synchronises the device, then copies the split records' flags.
 dds_status cuda_sample_split_rows(const CudaContext& ctx, int32_t rows, int32_t* taken);
 
 // cuda_stash.cu.

@@ -48,7 +48,6 @@ dds_status cuda_sample_split_rows(const CudaContext& ctx, int32_t rows, int32_t*
   if (e != cudaSuccess)
     return fail(DDS_ERR_CUDA, "sample_split_rows: %s (%s)", cudaGetErrorName(e),
                 cudaGetErrorString(e));
-  for (int32_t r = 0; r < rows; ++r) taken[r] = taken[r] != 0;
   return DDS_OK;
 }
 

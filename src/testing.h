@@ -20,8 +20,9 @@ dds_status set_sample_plan(dds_sampler* s, const ksample::SamplePlanOverrides& o
 // no call may rely on it being zero. DDS_ERR_UNSUPPORTED on the CPU backend.
 dds_status fill_shared_scratch(dds_sampler* s, unsigned char byte);
 
-// After a dds_sample call on a CUDA sampler, taken[r] = 1 where the call's split fallback
-// (kernels/sample/split_filter.cuh) took row r, else 0, for r < rows (synchronises the device).
+// After a dds_sample call on a CUDA sampler, taken[r] = row r's split record flag as the kernels
+// left it, for r < rows: 1 where the call's split fallback (kernels/sample/split_filter.cuh) took
+// the row, 0 where it did not (synchronises the device).
 // The records are the last call's only where its plan ran the split fallback (plan.split_filter):
 // a caller that fills the shared scratch with 0 before the call reads all zeros otherwise.
 // DDS_ERR_INVALID_ARGUMENT for more rows than the workspace holds records for (none when V <=

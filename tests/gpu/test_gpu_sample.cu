@@ -591,6 +591,7 @@ TEST_CASE("launch plans: every forced kernel choice gives the default plan's out
       const long n = std::count(taken.begin(), taken.end(), 1);
       INFO("V=" << sh.V << " rows=" << sh.rows << ": the split fallback took " << n << " rows");
       CHECK(n >= 1);
+      // (the flags as the kernels wrote them: 1 or, from the zeroed scratch, 0)
       CHECK(std::count(taken.begin(), taken.end(), 0) + n == sh.rows);
     }
     for (const char* text : plans) {
